@@ -1,0 +1,1 @@
+"""Apptainer definition files (pinned tool versions) and image build/check helpers."""

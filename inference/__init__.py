@@ -1,0 +1,1 @@
+"""Model engines behind one interface (`inference.types.Engine`)."""

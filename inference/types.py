@@ -1,0 +1,102 @@
+"""Requests, completions and the engine interface every model backend implements.
+
+Tasks build `Request`s and read `Completion`s; they never learn which engine
+answered.  A request's `key()` is what the completion cache is indexed by, so two
+identical requests (same messages, sampling and seed, same model) are asked once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Sampling:
+    n: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stop"] = list(self.stop)
+        return d
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """One prompt; the engine returns `sampling.n` completions for it."""
+
+    id: str
+    messages: tuple[Message, ...]
+    sampling: Sampling = field(default_factory=Sampling)
+
+    def key(self, model: str) -> str:
+        blob = json.dumps(
+            {
+                "model": model,
+                "messages": [asdict(m) for m in self.messages],
+                "sampling": self.sampling.to_json(),
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass
+class Completion:
+    request_id: str
+    index: int  # which of the n samples
+    text: str
+    finish_reason: str  # "stop" | "length" | "error" | ...
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float  # wall time attributable to this request (generation time in InvBench speedups)
+    engine: str
+    model: str
+    model_revision: str
+    sampling: dict[str, Any]
+    error: str | None = None  # set when the engine failed for this request; text is then ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Completion:
+        return cls(**d)
+
+
+class Engine(ABC):
+    """A model backend.  `generate` must return, for every request, exactly `n` completions
+    (errors included, as completions with `error` set) in request order: a failed request
+    never aborts the batch."""
+
+    engine: str  # "hf" | "vllm" | "openai" | "replay"
+    model: str
+    revision: str = ""
+
+    @abstractmethod
+    def generate(self, requests: Sequence[Request]) -> list[list[Completion]]: ...
+
+    def close(self) -> None:  # noqa: B027 (optional hook)
+        """Release GPUs, actors, HTTP clients."""
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

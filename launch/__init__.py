@@ -1,0 +1,1 @@
+"""The `launch` CLI: run planning, sharding, executors, ledger, status and resume."""

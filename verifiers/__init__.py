@@ -1,0 +1,1 @@
+"""Verifier adapters behind one result contract (`verifiers.result`)."""

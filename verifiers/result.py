@@ -1,0 +1,62 @@
+"""The one result type every verifier adapter returns (BenchExec's vocabulary).
+
+Tool verdicts (TRUE/FALSE/UNKNOWN) are kept apart from resource outcomes
+(TIMEOUT/OOM) and from failures to run the tool at all (ERROR): a task may
+count an UNKNOWN as "not decided", but must never count an ERROR as a verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    TRUE = "TRUE"        # property holds (program safe / all obligations proved)
+    FALSE = "FALSE"      # property violated (a counterexample exists)
+    UNKNOWN = "UNKNOWN"  # the tool gave up or the input is outside what it supports
+    TIMEOUT = "TIMEOUT"  # wall or CPU limit hit
+    OOM = "OOM"          # memory limit hit
+    ERROR = "ERROR"      # the tool crashed or could not be run; not a verdict
+
+    @property
+    def decided(self) -> bool:
+        return self in (Status.TRUE, Status.FALSE)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Hard limits, enforced from outside the tool.  `cpu_s` defaults to the wall limit."""
+
+    wall_s: float = 600.0
+    cpu_s: float | None = None
+    memory_mb: int = 8192
+
+    def key(self) -> dict[str, Any]:
+        return {"wall_s": self.wall_s, "cpu_s": self.cpu_s, "memory_mb": self.memory_mb}
+
+
+@dataclass
+class VerifierResult:
+    status: Status
+    wall_s: float
+    cpu_s: float
+    peak_mem_mb: float
+    termination_reason: str   # "exit", "walltime", "cputime", "memory", "signal", "error", "cancelled"
+    tool: str
+    tool_version: str
+    log_path: str | None = None
+    reason: str | None = None  # human-readable why (UNKNOWN/ERROR reasons, e.g. "arrays unsupported")
+    extras: dict[str, Any] = field(default_factory=dict)  # invariants, counterexample, dafny errors...
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = str(self.status)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> VerifierResult:
+        d = dict(d)
+        d["status"] = Status(d["status"])
+        return cls(**d)
