@@ -1,1 +1,25 @@
-"""Model engines behind one interface (`inference.types.Engine`)."""
+"""Model engines behind one interface (`inference.types.Engine`).
+
+Tasks call `open_engine("hf:PATH" | "vllm:NAME" | "openai:NAME" | "replay:RUN_DIR")` and
+never learn which backend answered.  Heavy backends are imported only when asked for.
+"""
+
+from inference.errors import EngineError, MissingExtraError
+from inference.records import completion_from_record, completion_to_record, request_key
+from inference.registry import open_engine, parse_spec
+from inference.types import Completion, Engine, Message, Request, Sampling
+
+__all__ = [
+    "Completion",
+    "Engine",
+    "EngineError",
+    "Message",
+    "MissingExtraError",
+    "Request",
+    "Sampling",
+    "completion_from_record",
+    "completion_to_record",
+    "open_engine",
+    "parse_spec",
+    "request_key",
+]

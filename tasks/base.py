@@ -170,6 +170,12 @@ class Task(ABC):
         """Sampling parameters used when the user gives none."""
         return {}
 
+    def resolve_config(self, config: RunConfig) -> RunConfig:
+        """Fill what the task alone knows before the run id is taken (verifier version or image
+        digest, limits...), so that a change in them makes a new run id.  Called once, at plan
+        time, by `launch/`; the default changes nothing.  Use `dataclasses.replace`."""
+        return config
+
 
 _REGISTRY: dict[str, type[Task]] = {}
 

@@ -1,0 +1,200 @@
+"""InvBench tables from a run's records (reads only the frames `launch aggregate` hands in).
+
+- Table 2/3 (`table2_invbench_<split>`): per split × model/arm — % correct invariant,
+  % speedup, mean speedup over the speedup cases (Speedup>1), mean speedup over all with
+  non-speedups counted as 1 (Speedup_all).  Speedup = baseline time / (generation time +
+  decision time) where the decision procedure reached T or F (InvBench §4).
+- Table 4/5 (`table4_solved_<split>`): instances solved within 10/100/300/600 s by the
+  baseline verifier and by the arm (generation + decision time).
+- Table 6/7 (`compare_runs`): the Table 2 columns for several runs side by side, e.g. a
+  base and a fine-tuned model (Table 6) or N=1 and Best-of-N (Table 7).
+
+Every row carries ``covered`` (instances with a record) and ``missing`` (instances of the
+run without one, e.g. a shard that never finished).  Record columns are documented in
+docs/invbench.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from aggregate.table import Table
+
+BUDGETS_S = (10.0, 100.0, 300.0, 600.0)
+SPLIT_TABLE = {"easy": "Table 2", "hard": "Table 3"}
+SOLVED_TABLE = {"hard": "Table 4"}
+
+
+def _expected_ids(run_dir: Path, manifest: dict[str, Any]) -> list[str] | None:
+    path = run_dir / str(manifest.get("instances_file", "instances.jsonl"))
+    if not path.is_file():
+        return None
+    ids = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            ids.append(row["id"] if isinstance(row, dict) else str(row))
+    return ids
+
+
+def _split_of(instance_id: str) -> str:
+    parts = instance_id.split("/")
+    return parts[1] if len(parts) >= 3 else "unknown"
+
+
+def _expected_by_split(run_dir: Path, manifest: dict[str, Any], seen: pd.Series) -> dict[str, int]:
+    ids = _expected_ids(run_dir, manifest)
+    if ids is None:  # fall back to the count in the manifest, all in the splits seen
+        splits = sorted({_split_of(i) for i in seen}) or ["unknown"]
+        total = int(manifest.get("instance_count", len(seen)))
+        return {s: total if len(splits) == 1 else int((seen.map(_split_of) == s).sum()) for s in splits}
+    out: dict[str, int] = {}
+    for i in ids:
+        out[_split_of(i)] = out.get(_split_of(i), 0) + 1
+    return out
+
+
+def _instance_rows(verify: pd.DataFrame) -> pd.DataFrame:
+    if verify.empty or "kind" not in verify:
+        return pd.DataFrame(columns=["instance_id", "split"])
+    rows = verify[verify["kind"] == "instance"].copy()
+    rows["split"] = rows["instance_id"].map(_split_of)
+    return rows.drop_duplicates("instance_id", keep="last")
+
+
+def _col(df: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
+    return df[name] if name in df else pd.Series([default] * len(df), index=df.index)
+
+
+def speedup_row(rows: pd.DataFrame) -> dict[str, Any]:
+    """The Table 2 columns for one group of instance records."""
+    n = len(rows)
+    speedup = pd.to_numeric(_col(rows, "speedup"), errors="coerce")
+    correct = _col(rows, "correct_invariant", False).fillna(False).astype(bool)
+    gt1 = speedup[speedup > 1.0]
+    decided = _col(rows, "decision").isin(["TRUE", "FALSE"])
+    status = _col(rows, "status", "")
+    return {
+        "covered": n,
+        "decided": int(decided.sum()),
+        "pct_correct_invariant": round(100.0 * correct.sum() / n, 1) if n else None,
+        "pct_speedup": round(100.0 * len(gt1) / n, 1) if n else None,
+        "speedup_gt1": round(float(gt1.mean()), 2) if len(gt1) else None,
+        "speedup_all": round(float(speedup.where(speedup > 1.0, 1.0).fillna(1.0).mean()), 2) if n else None,
+        "no_valid_candidate": int((status == "no_valid_candidate").sum()),
+        "baseline_unsolved": int((~_col(rows, "baseline_solved", True).fillna(False).astype(bool)).sum()),
+    }
+
+
+def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame) -> list[Table]:
+    rows = _instance_rows(verify)
+    expected = _expected_by_split(run_dir, manifest, rows["instance_id"] if len(rows) else pd.Series([], dtype=str))
+    tables = []
+    for split in sorted(expected):
+        part = rows[rows["split"] == split] if len(rows) else rows
+        out = []
+        groups = part.groupby(["arm", "model", "n_samples"], dropna=False) if len(part) else []
+        for (arm, model, n), g in groups:
+            r = {"split": split, "model": model, "arm": arm, "N": int(n) if pd.notna(n) else None}
+            r.update(speedup_row(g))
+            r["missing"] = expected[split] - r["covered"]
+            out.append(r)
+        if not out:
+            out.append({"split": split, "model": (manifest.get("config") or {}).get("model") or "verifier-invariant",
+                        "covered": 0, "missing": expected[split]})
+        name = SPLIT_TABLE.get(split, "Table 2/3")
+        tables.append(Table(
+            key=f"table2_invbench_{split}",
+            title=f"{name}: invariant correctness and speedup ({split} split)",
+            frame=pd.DataFrame(out),
+            caption=(
+                "% correct invariant: d_a = TRUE (ψ proved invariant within the timeout). "
+                "% speedup: instances with speedup > 1, speedup = baseline time / (generation "
+                "time + decision time) where the decision procedure reached TRUE or FALSE. "
+                "Speedup_>1: mean over the speedup cases; Speedup_all: mean over covered "
+                "instances with non-speedups counted as 1. Arm 'verifier-invariant' feeds back "
+                "the baseline verifier's own invariant (§5.4) with generation time 0; it is not "
+                "model output. Instances the baseline did not solve have no speedup."
+            ),
+        ))
+    return tables
+
+
+def _solved_table(run_dir: Path, manifest: dict[str, Any], baseline: pd.DataFrame,
+                  verify: pd.DataFrame) -> list[Table]:
+    config = manifest.get("config") or {}
+    budget = float((config.get("options") or {}).get("budget_s", 600.0))
+    budgets = [b for b in BUDGETS_S if b <= budget] + ([budget] if budget not in BUDGETS_S else [])
+    rows = _instance_rows(verify)
+    base = baseline.drop_duplicates("instance_id", keep="last").copy() if len(baseline) else baseline
+    if len(base):
+        base["split"] = base["instance_id"].map(_split_of)
+    seen = pd.concat([base["instance_id"] if len(base) else pd.Series([], dtype=str),
+                      rows["instance_id"] if len(rows) else pd.Series([], dtype=str)])
+    expected = _expected_by_split(run_dir, manifest, seen)
+    tables = []
+    for split in sorted(expected):
+        out = []
+        b = base[base["split"] == split] if len(base) else base
+        r: dict[str, Any] = {"split": split, "solver": f"{config.get('verifier', 'verifier')} (baseline)",
+                             "covered": len(b), "missing": expected[split] - len(b)}
+        for t in budgets:
+            solved = (b["solved"].fillna(False).astype(bool)
+                      & (pd.to_numeric(b["baseline_time_s"], errors="coerce") <= t)) if len(b) else []
+            r[f"solved_{t:g}s"] = int(sum(solved))
+        out.append(r)
+        part = rows[rows["split"] == split] if len(rows) else rows
+        if len(part):
+            for (arm, model), g in part.groupby(["arm", "model"], dropna=False):
+                r = {"split": split, "solver": f"{model} ({arm})" if arm == "model" else f"{config.get('verifier')} + {arm}",
+                     "covered": len(g), "missing": expected[split] - len(g)}
+                decided = g["decision"].isin(["TRUE", "FALSE"])
+                total = pd.to_numeric(_col(g, "total_time_s"), errors="coerce")
+                for t in budgets:
+                    r[f"solved_{t:g}s"] = int((decided & (total <= t)).sum())
+                out.append(r)
+        name = SOLVED_TABLE.get(split, "Table 4/5")
+        tables.append(Table(
+            key=f"table4_solved_{split}",
+            title=f"{name}: solved instances under time budgets ({split} split)",
+            frame=pd.DataFrame(out),
+            caption=(
+                f"Solved = a TRUE/FALSE verdict within the budget. Baseline: verifier alone "
+                f"(run budget {budget:g} s, so larger budgets are not shown). Arms: generation "
+                "+ decision time, each decision capped at the instance's baseline time."
+            ),
+        ))
+    return tables
+
+
+def build_tables(run_dir: Path, manifest: dict[str, Any], stages: dict[str, pd.DataFrame]) -> list[Table]:
+    """All InvBench tables of one run."""
+    baseline = stages.get("baseline", pd.DataFrame())
+    verify = stages.get("verify", pd.DataFrame())
+    return [*_speedup_table(run_dir, manifest, verify), *_solved_table(run_dir, manifest, baseline, verify)]
+
+
+def compare_runs(runs: list[tuple[str, Path, dict[str, Any], dict[str, pd.DataFrame]]]) -> Table:
+    """Table 6/7: the Table 2 columns of several runs, one row per run × split.
+
+    `runs` holds (label, run_dir, manifest, stage frames) — e.g. base and fine-tuned."""
+    out = []
+    for label, run_dir, manifest, stages in runs:
+        for t in _speedup_table(run_dir, manifest, stages.get("verify", pd.DataFrame())):
+            for row in t.frame.to_dict("records"):
+                out.append({"run": label, "run_id": manifest.get("run_id"), **row})
+    frame = pd.DataFrame(out)
+    ns = set(frame["N"].dropna()) if "N" in frame else set()
+    models = set(frame["model"].dropna()) if "model" in frame else set()
+    best_of_n = len(ns) > 1 and len(models) == 1
+    return Table(
+        key="table7_best_of_n" if best_of_n else "table6_compare",
+        title=("Table 7: Best-of-N against N=1" if best_of_n
+               else "Table 6: comparison of runs (e.g. base vs fine-tuned model)"),
+        frame=frame,
+        caption="Columns as in Table 2; one row per run and split. Compare rows of the same split only.",
+    )

@@ -1,0 +1,292 @@
+"""The process a `launch serve` job runs: serve a model, publish where, keep a pulse, stop cleanly.
+
+Clients (other runs, agents, a notebook) find the server through files in the serve
+directory — never by guessing a node or port:
+
+    serve.json        what was asked (model, backend, tp, nodes; written by `launch serve`)
+    endpoint.json     written once the server answers /health: url, host, port, pid, model
+    heartbeat.json    rewritten every `heartbeat_s`: time, requests served, state
+    clients/          a client run registers a file here while it uses the server
+    STOP              written by `launch serve-stop`; the server exits within a heartbeat
+    exit.json         why and when the server stopped
+
+The server exits on SIGTERM/SIGINT (``scancel``, `launch serve-stop`), on a STOP file,
+when every registered client has gone (after at least one came), or after
+`idle_exit_s` without requests.  It then removes endpoint.json, so no client talks to
+a dead address.
+
+Backends: ``vllm`` runs ``vllm serve`` as a child process (its own OpenAI server; on
+more than one node inside a Ray cluster started by `inference.ray_cluster`), ``http``
+serves any engine with `inference.serve_http`.  ``auto`` picks vllm when the spec is
+``vllm:`` and vLLM is importable, else http.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ENDPOINT = "endpoint.json"
+HEARTBEAT = "heartbeat.json"
+CLIENTS = "clients"
+STOP = "STOP"
+EXIT = "exit.json"
+SERVE_PORT_OFFSET = 10  # within the job's port range (see inference.ray_cluster.ports_for_job)
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1))
+    os.replace(tmp, path)
+
+
+def job_port(env: dict[str, str] | None = None) -> int:
+    """The HTTP port of a serve job: inside its SLURM job's own range, 0 (any) outside SLURM."""
+    env = dict(os.environ if env is None else env)
+    if "SLURM_JOB_ID" not in env:
+        return 0
+    from inference.ray_cluster import ports_for_job
+
+    return ports_for_job(env["SLURM_JOB_ID"]).gcs + SERVE_PORT_OFFSET
+
+
+def resolve_backend(spec: str, backend: str = "auto") -> tuple[str, str]:
+    """(backend, engine spec).  A bare model name means vLLM when available, else `hf:`."""
+    kind, sep, name = spec.partition(":")
+    if not sep or kind not in ("hf", "vllm", "openai", "replay"):
+        kind, name = "vllm", spec
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    if backend == "auto":
+        backend = "vllm" if kind == "vllm" and has_vllm else "http"
+    if backend == "vllm":
+        if not has_vllm:
+            from inference.errors import MissingExtraError
+
+            raise MissingExtraError("backend vllm needs vLLM: pip install 'veribatch[gpu]'")
+        return "vllm", f"vllm:{name}"
+    if backend != "http":
+        raise ValueError(f"unknown serve backend {backend!r}; use auto, vllm or http")
+    if kind == "vllm" and not has_vllm:
+        kind = "hf"  # serve the same weights through transformers
+    return "http", f"{kind}:{name}"
+
+
+def vllm_serve_command(model: str, *, host: str, port: int, tp: int = 1, nodes: int = 1,
+                       served_name: str | None = None, extra: Sequence[str] = ()) -> list[str]:
+    """``vllm serve`` argv: TP inside a node, pipeline stages across nodes (Ray backend)."""
+    argv = ["vllm", "serve", model, "--host", host, "--port", str(port),
+            "--tensor-parallel-size", str(tp)]
+    if nodes > 1:
+        argv += ["--pipeline-parallel-size", str(nodes), "--distributed-executor-backend", "ray"]
+    if served_name:
+        argv += ["--served-model-name", served_name]
+    return argv + list(extra)
+
+
+def read_endpoint(serve_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((Path(serve_dir) / ENDPOINT).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def wait_for_endpoint(serve_dir: Path, timeout_s: float = 600.0, proc: subprocess.Popen | None = None
+                      ) -> dict[str, Any]:
+    """Poll for endpoint.json and a healthy /health; raise if the job died or time ran out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ep = read_endpoint(serve_dir)
+        if ep:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(ep["health_url"], timeout=5).status_code == 200:
+                    return ep
+        ex = Path(serve_dir) / EXIT
+        if ex.exists():
+            raise RuntimeError(f"serve job in {serve_dir} stopped: {ex.read_text()}")
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"serve process exited with {proc.returncode}; see {serve_dir}/serve.log")
+        time.sleep(0.2)
+    raise TimeoutError(f"no healthy endpoint in {serve_dir} after {timeout_s:g} s")
+
+
+@contextlib.contextmanager
+def registered_client(serve_dir: Path, name: str) -> Iterator[str]:
+    """Register as a client of the serve job for the duration; yields the endpoint URL."""
+    ep = read_endpoint(serve_dir)
+    if not ep:
+        raise RuntimeError(f"{serve_dir}: no endpoint.json (server not ready or stopped)")
+    d = Path(serve_dir) / CLIENTS
+    d.mkdir(exist_ok=True)
+    mark = d / f"{name}.{os.getpid()}"
+    mark.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}))
+    try:
+        yield ep["url"]
+    finally:
+        mark.unlink(missing_ok=True)
+
+
+class ServeJob:
+    def __init__(self, serve_dir: Path, spec: str, *, backend: str = "auto", host: str = "0.0.0.0",
+                 port: int | None = None, tp: int = 1, nodes: int = 1, heartbeat_s: float = 10.0,
+                 idle_exit_s: float | None = None, engine_options: dict[str, Any] | None = None) -> None:
+        self.dir = Path(serve_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / CLIENTS).mkdir(exist_ok=True)
+        self.backend, self.spec = resolve_backend(spec, backend)
+        self.host = host
+        self.port = job_port() if port is None else port
+        self.tp, self.nodes = tp, nodes
+        self.heartbeat_s = heartbeat_s
+        self.idle_exit_s = idle_exit_s
+        self.engine_options = engine_options or {}
+        self.stop_reason: str | None = None
+        self._stop = threading.Event()
+        self.started = time.time()
+
+    def request_stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self._stop.set()
+
+    def _public_host(self) -> str:
+        if self.host in ("0.0.0.0", "::", ""):
+            return socket.getfqdn()
+        return self.host
+
+    def run(self) -> int:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            signal.signal(sig, lambda s, _f: self.request_stop(f"signal {signal.Signals(s).name}"))
+        for stale in (EXIT, ENDPOINT, STOP):
+            (self.dir / stale).unlink(missing_ok=True)
+        try:
+            if self.backend == "http":
+                self._run_http()
+            else:
+                self._run_vllm()
+        finally:
+            (self.dir / ENDPOINT).unlink(missing_ok=True)
+            _atomic_json(self.dir / EXIT, {"reason": self.stop_reason or "exited", "time": time.time(),
+                                          "uptime_s": round(time.time() - self.started, 1)})
+        return 0
+
+    def _publish(self, port: int, pid: int, served_name: str) -> None:
+        host = self._public_host()
+        _atomic_json(self.dir / ENDPOINT, {
+            "url": f"http://{host}:{port}/v1", "health_url": f"http://{host}:{port}/health",
+            "host": host, "port": port, "pid": pid, "model": served_name, "spec": self.spec,
+            "backend": self.backend, "job_id": os.environ.get("SLURM_JOB_ID"),
+            "started": self.started,
+        })
+
+    def _supervise(self, served: Any) -> None:
+        """Heartbeat and stop conditions; returns when the job should end."""
+        seen_client = False
+        while not self._stop.is_set():
+            clients = sorted(p.name for p in (self.dir / CLIENTS).iterdir())
+            seen_client = seen_client or bool(clients)
+            last = getattr(served, "last_request", None) or self.started
+            _atomic_json(self.dir / HEARTBEAT, {
+                "time": time.time(), "state": "serving", "clients": len(clients),
+                "requests_served": getattr(served, "requests_served", None),
+            })
+            if (self.dir / STOP).exists():
+                self.request_stop("STOP file")
+            elif seen_client and not clients:
+                self.request_stop("all clients finished")
+            elif self.idle_exit_s and time.time() - last > self.idle_exit_s:
+                self.request_stop(f"idle for {self.idle_exit_s:g} s")
+            elif isinstance(served, subprocess.Popen) and served.poll() is not None:
+                self.request_stop(f"vllm serve exited with {served.returncode}")
+            self._stop.wait(self.heartbeat_s)
+
+    def _run_http(self) -> None:
+        from inference.registry import open_engine
+        from inference.serve_http import EngineServer
+
+        with open_engine(self.spec, **self.engine_options) as engine:
+            server = EngineServer(engine, host=self.host, port=self.port,
+                                  served_name=self.spec.partition(":")[2]).start()
+            try:
+                self._publish(server.port, os.getpid(), server.served_name)
+                self._supervise(server)
+            finally:
+                server.stop()
+
+    def _run_vllm(self) -> None:
+        from inference.ray_cluster import RayCluster
+
+        cluster = RayCluster.from_slurm_env().start() if self.nodes > 1 else None
+        port = self.port or _free_port()
+        name = self.spec.partition(":")[2]
+        argv = vllm_serve_command(name, host=self.host, port=port, tp=self.tp, nodes=self.nodes,
+                                  served_name=name)
+        env = dict(os.environ, **({"RAY_ADDRESS": cluster.address} if cluster else {}))
+        proc = subprocess.Popen(argv, env=env, start_new_session=True)
+        try:
+            health = f"http://127.0.0.1:{port}/health"
+            while not self._stop.is_set() and proc.poll() is None:
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(health, timeout=5).status_code == 200:
+                        break
+                self._stop.wait(1.0)
+            if proc.poll() is None and not self._stop.is_set():
+                self._publish(port, proc.pid, name)
+                self._supervise(proc)
+            elif proc.poll() is not None:
+                self.request_stop(f"vllm serve exited with {proc.returncode} before it was healthy")
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            if cluster:
+                cluster.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m inference.serve_job",
+                                 description="Serve a model from a serve directory (see module doc).")
+    ap.add_argument("--serve-dir", type=Path, required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--backend", default="auto", choices=["auto", "vllm", "http"])
+    ap.add_argument("--host", default="0.0.0.0")
+    ap.add_argument("--port", type=int, default=None, help="default: derived from SLURM_JOB_ID, else any")
+    ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--nodes", type=int, default=1)
+    ap.add_argument("--heartbeat-s", type=float, default=10.0)
+    ap.add_argument("--idle-exit-s", type=float, default=None)
+    args = ap.parse_args(argv)
+    job = ServeJob(args.serve_dir, args.model, backend=args.backend, host=args.host, port=args.port,
+                   tp=args.tp, nodes=args.nodes, heartbeat_s=args.heartbeat_s,
+                   idle_exit_s=args.idle_exit_s)
+    print(f"serve job: backend={job.backend} spec={job.spec} dir={job.dir}", flush=True)
+    code = job.run()
+    print(f"serve job stopped: {job.stop_reason}", flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

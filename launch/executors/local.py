@@ -1,0 +1,140 @@
+"""The local executor: every shard in its own process on this machine, as SLURM would.
+
+Shards are pipelined: shard k of a stage starts as soon as shard k of every
+stage it needs has finished, with at most `workers` shard processes at a time.
+Progress is read from the ledgers (what is recorded is what counts), so the bars
+show exactly what a resume would keep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..rundir import RunDir
+from .base import Executor, SubmitResult
+
+
+class _Ledgers:
+    """Counts ledger lines incrementally (only the bytes appended since the last look)."""
+
+    def __init__(self) -> None:
+        self.pos: dict[Path, int] = {}
+        self.lines: dict[Path, int] = {}
+
+    def count(self, path: Path) -> int:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return self.lines.get(path, 0)
+        pos = self.pos.get(path, 0)
+        if size < pos:  # truncated (torn line repaired): recount
+            pos, self.lines[path] = 0, 0
+        if size > pos:
+            with open(path, "rb") as f:
+                f.seek(pos)
+                self.lines[path] = self.lines.get(path, 0) + f.read(size - pos).count(b"\n")
+            self.pos[path] = size
+        return self.lines.get(path, 0)
+
+
+class LocalExecutor(Executor):
+    name = "local"
+
+    def __init__(self, workers: int | None = None, progress: bool = True,
+                 console: Console | None = None, poll_s: float = 0.05) -> None:
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.progress = progress
+        self.console = console or Console(stderr=True)
+        self.poll_s = poll_s
+
+    def submit(self, rd: RunDir, manifest: dict[str, Any], todo: dict[str, list[int]],
+               *, aggregate: bool) -> SubmitResult:
+        stages = [s for s in manifest["stages"] if s.get("added_by") != "launch"]
+        needs = {s["name"]: list(s["needs"]) for s in stages}
+        order = [s["name"] for s in stages]
+        from ..instances import read_spans
+
+        spans = read_spans(rd)
+        waiting = [(st, k) for st in order for k in todo.get(st, [])]
+        want = set(waiting)
+        ok: set[tuple[str, int]] = set()
+        failed: list[tuple[str, int]] = []
+        blocked: list[tuple[str, int]] = []
+        running: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
+        ledgers = _Ledgers()
+
+        with Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
+                      console=self.console, disable=not self.progress, transient=False) as bar:
+            bars = {st: bar.add_task(st, total=sum(spans[k].count for k in todo.get(st, [])),
+                                     note="") for st in order if todo.get(st)}
+            try:
+                while waiting or running:
+                    for key, proc in list(running.items()):
+                        if proc.poll() is not None:
+                            del running[key]
+                            (ok.add(key) if proc.returncode == 0 else failed.append(key))
+                    for key in list(waiting):
+                        if len(running) >= self.workers:
+                            break
+                        st, k = key
+                        ups = [(u, k) for u in needs[st]]
+                        if any(u in failed or u in blocked for u in ups):
+                            waiting.remove(key)
+                            blocked.append(key)
+                        elif all(u in ok or u not in want for u in ups):
+                            waiting.remove(key)
+                            running[key] = self._start(rd, st, k)
+                    self._update(bar, bars, rd, todo, ledgers, failed, blocked)
+                    if waiting or running:
+                        time.sleep(self.poll_s)
+            except KeyboardInterrupt:
+                self._kill_all(running)
+                raise
+            self._update(bar, bars, rd, todo, ledgers, failed, blocked)
+        msg = ""
+        if blocked:
+            msg = f"{len(blocked)} shard(s) not started because an upstream shard failed"
+        return SubmitResult(submitted={st: list(todo.get(st, [])) for st in order},
+                            finished=True, failed=failed + blocked, message=msg)
+
+    def _start(self, rd: RunDir, stage: str, shard: int) -> subprocess.Popen[bytes]:
+        out = rd.shard_dir(stage, shard)
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "worker.err", "ab") as err:
+            return subprocess.Popen(
+                [sys.executable, "-m", "launch.worker", str(rd.root.resolve()), stage, str(shard)],
+                stdout=err, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+
+    def _update(self, bar: Progress, bars: dict[str, Any], rd: RunDir,
+                todo: dict[str, list[int]], ledgers: _Ledgers,
+                failed: list[tuple[str, int]], blocked: list[tuple[str, int]]) -> None:
+        for st, tid in bars.items():
+            n = sum(ledgers.count(rd.ledger(st, k)) for k in todo[st])
+            bad = sum(1 for s, _ in failed + blocked if s == st)
+            bar.update(tid, completed=n, note=f"[red]{bad} shard(s) failed" if bad else "")
+
+    @staticmethod
+    def _kill_all(running: dict[tuple[str, int], subprocess.Popen[bytes]]) -> None:
+        """Ctrl-C: TERM every shard's process group (ledgers are durable), KILL stragglers."""
+        for proc in running.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        for proc in running.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)

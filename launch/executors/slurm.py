@@ -1,0 +1,207 @@
+"""The SLURM executor: one job array per stage, submitted through submitit.
+
+- Arrays are *dense*: array index i runs shard ``shards[i]`` (a resume submits
+  only the incomplete shards, as indices 0..m-1).
+- A stage that needs another depends on it element-wise (``aftercorr``) when both
+  arrays hold the same shards, else on the whole upstream array (``afterany``; the
+  shard loop then refuses to start on an incomplete upstream).  Dependencies
+  that can never be met cancel the element (``--kill-on-invalid-dep=yes``).
+- Arrays longer than the cluster's MaxArraySize are split into chunks.
+- The aggregate job runs ``afterany`` every array and checks completeness itself.
+- USR2 (``signal_delay_s`` before the time limit): submitit checkpoints
+  `ShardJob` — the ledger is already durable, so the checkpoint is the job
+  itself — and requeues; SIGTERM (scancel) fails the shard, recorded in error.json.
+
+Job ids go to jobs.json; submitit's own job objects are never consulted again.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import time
+from typing import Any
+
+from ..jobs import add_submissions
+from ..profiles import PartitionSpec, Profile
+from ..rundir import RunDir
+from .base import Executor, SubmitResult
+
+DEFAULT_MAX_ARRAY_SIZE = 1001
+
+
+class SubmitError(RuntimeError):
+    """sbatch refused a job, or SLURM is not reachable."""
+
+
+def max_array_size() -> int:
+    try:
+        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
+                             timeout=15)
+        m = re.search(r"^MaxArraySize\s*=\s*(\d+)", out.stdout, re.M)
+        if m:
+            return int(m.group(1))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return DEFAULT_MAX_ARRAY_SIZE
+
+
+def cluster_partitions() -> set[str] | None:
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True,
+                             timeout=15)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return {line.strip() for line in out.stdout.splitlines() if line.strip()}
+
+
+def chunks(items: list[int], size: int) -> list[list[int]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _job_minutes(spec: PartitionSpec, count: int, seconds_per_instance: float) -> int:
+    if spec.time_min is not None:
+        return spec.time_min
+    return max(10, math.ceil(count * seconds_per_instance * 1.5 / 60) + 5)
+
+
+class ShardJob:
+    """The callable submitit pickles: runs one shard; checkpointable for USR2 requeue."""
+
+    def __call__(self, run_dir: str, stage: str, shard: int) -> dict[str, Any]:
+        from ..shard_loop import run_shard
+
+        o = run_shard(run_dir, stage, shard)
+        return {"stage": o.stage, "shard": o.shard, "records": o.records, "skipped": o.skipped}
+
+    def checkpoint(self, run_dir: str, stage: str, shard: int) -> Any:
+        import submitit
+
+        # Nothing to save: every finished instance is already fsynced in the ledger.
+        return submitit.helpers.DelayedSubmission(ShardJob(), run_dir, stage, shard)
+
+
+def aggregate_job(run_dir: str) -> dict[str, Any]:
+    from ..finalize import aggregate_run
+
+    result = aggregate_run(RunDir(run_dir))
+    if not result.complete:
+        raise RuntimeError(f"run incomplete, tables are partial: {result.message}")
+    return {"tables": [str(p) for p in result.paths]}
+
+
+class SlurmExecutor(Executor):
+    name = "slurm"
+
+    def __init__(self, profile: Profile, progress: bool = True, **_: Any) -> None:
+        self.profile = profile
+
+    def _executor(self, rd: RunDir, job_name: str, spec: PartitionSpec, minutes: int,
+                  stage: dict[str, Any], dependency: str | None, parallelism: int) -> Any:
+        import submitit
+
+        ex = submitit.SlurmExecutor(folder=rd.slurm_logs, max_num_timeout=3)
+        extra: dict[str, Any] = {"kill-on-invalid-dep": "yes"}
+        extra.update(self.profile.sbatch)
+        extra.update(spec.sbatch)
+        params: dict[str, Any] = {
+            "job_name": job_name, "time": minutes,
+            "cpus_per_task": spec.cpus_per_task or stage["cpus_per_task"],
+            "mem": f"{int((spec.mem_gb or stage['mem_gb']) * 1024)}M",
+            "signal_delay_s": self.profile.signal_delay_s,
+            "array_parallelism": parallelism,
+            "setup": list(self.profile.setup) + [f"export VERIBATCH_RUN_DIR={rd.root.resolve()}"],
+            "additional_parameters": extra,
+        }
+        for key, value in (("partition", spec.partition), ("gres", spec.gres),
+                           ("account", spec.account or self.profile.account),
+                           ("qos", spec.qos or self.profile.qos),
+                           ("constraint", spec.constraint), ("dependency", dependency)):
+            if value:
+                params[key] = value
+        if spec.gpus_per_task or (stage["gpus_per_task"] and not spec.gres):
+            params["gpus_per_task"] = spec.gpus_per_task or stage["gpus_per_task"]
+        ex.update_parameters(**params)
+        return ex
+
+    def check_partitions(self, manifest: dict[str, Any]) -> None:
+        known = cluster_partitions()
+        if known is None:
+            raise SubmitError("SLURM is not reachable: `sinfo` failed (is SLURM_CONF set and "
+                              "slurmctld up?)")
+        for st in manifest["stages"]:
+            spec = self.profile.for_resource(st["resource"], st["name"])
+            if spec.partition and spec.partition not in known:
+                raise SubmitError(
+                    f"profile {self.profile.name!r}: partition {spec.partition!r} (resource "
+                    f"{st['resource']}, stage {st['name']}) does not exist on this cluster; "
+                    f"partitions: {', '.join(sorted(known))}")
+
+    def submit(self, rd: RunDir, manifest: dict[str, Any], todo: dict[str, list[int]],
+               *, aggregate: bool) -> SubmitResult:
+        from ..instances import read_spans
+
+        self.check_partitions(manifest)
+        spans = read_spans(rd)
+        limit = self.profile.max_array_size or max_array_size()
+        run_id = manifest["run_id"]
+        stages = [s for s in manifest["stages"] if s.get("added_by") != "launch"]
+        arrays: dict[str, list[tuple[list[int], str]]] = {}  # stage → [(shards, job id)]
+        entries: list[dict[str, Any]] = []
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        root = str(rd.root.resolve())
+        for st in stages:
+            shards = sorted(todo.get(st["name"], []))
+            if not shards:
+                continue
+            spec = self.profile.for_resource(st["resource"], st["name"])
+            per_shard = max(spans[k].count for k in shards)
+            minutes = _job_minutes(spec, per_shard, st["seconds_per_instance"])
+            arrays[st["name"]] = []
+            for c, part in enumerate(chunks(shards, limit)):
+                dep = self._dependency(st["needs"], arrays, c, part)
+                ex = self._executor(rd, f"vb-{run_id}-{st['name']}", spec, minutes, st, dep,
+                                    self.profile.array_parallelism)
+                try:
+                    jobs = ex.map_array(ShardJob(), [root] * len(part), [st["name"]] * len(part),
+                                        part)
+                except Exception as e:  # noqa: BLE001  (submitit wraps sbatch errors variously)
+                    raise SubmitError(f"sbatch refused stage {st['name']} "
+                                      f"(shards {part[:5]}...): {e}") from e
+                array_id = str(jobs[0].job_id).split("_")[0]
+                arrays[st["name"]].append((part, array_id))
+                entries.append({"stage": st["name"], "array_id": array_id, "submitted": now,
+                                "dependency": dep, "partition": spec.partition,
+                                "time_min": minutes, "profile": self.profile.name,
+                                "jobs": {str(k): str(j.job_id) for k, j in zip(part, jobs, strict=False)}})
+        if aggregate:
+            all_ids = [jid for parts in arrays.values() for _, jid in parts]
+            spec = self.profile.for_resource("cpu", "aggregate")
+            ex = self._executor(rd, f"vb-{run_id}-aggregate", spec, spec.time_min or 30,
+                                {"cpus_per_task": 1, "mem_gb": 4, "gpus_per_task": 0},
+                                "afterany:" + ":".join(all_ids) if all_ids else None, 1)
+            ex.update_parameters(additional_parameters={**self.profile.sbatch})
+            job = ex.submit(aggregate_job, root)
+            entries.append({"stage": "aggregate", "array_id": str(job.job_id), "submitted": now,
+                            "dependency": "afterany", "jobs": {"0": str(job.job_id)}})
+        add_submissions(rd, entries)
+        return SubmitResult(submitted={st: sorted(v) for st, v in todo.items() if v},
+                            finished=False, jobs=entries)
+
+    @staticmethod
+    def _dependency(needs: list[str], arrays: dict[str, list[tuple[list[int], str]]],
+                    chunk: int, part: list[int]) -> str | None:
+        deps = []
+        for need in needs:
+            ups = arrays.get(need)
+            if not ups:
+                continue  # upstream already complete: nothing to wait for
+            if chunk < len(ups) and ups[chunk][0] == part:
+                kind = "afterok" if len(part) == 1 else "aftercorr"
+                deps.append(f"{kind}:{ups[chunk][1]}")
+            else:
+                deps.append("afterany:" + ":".join(jid for _, jid in ups))
+        return ",".join(deps) if deps else None

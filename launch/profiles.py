@@ -1,0 +1,180 @@
+"""SLURM profiles: one YAML file per cluster (partitions, account, qos, gres, limits, setup).
+
+A profile maps each stage resource (`cpu`, `gpu`) to a partition entry.  Unknown
+keys are errors, not silently ignored: a typo like `acount:` would otherwise
+submit to the wrong account and be noticed only in the bill.  Command-line flags
+(`--partition`, `--account`, `--qos`) override what the profile says.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROFILES_ENV = "VERIBATCH_PROFILES_DIR"
+TOP_KEYS = {"description", "partitions", "account", "qos", "array_parallelism", "image_dir",
+            "setup", "signal_delay_s", "max_array_size", "sbatch"}
+PARTITION_KEYS = {"partition", "time", "mem_gb", "cpus_per_task", "gres", "gpus_per_task",
+                  "account", "qos", "constraint", "sbatch"}
+RESOURCES = ("cpu", "gpu")
+
+
+class ProfileError(ValueError):
+    """A profile file is missing, malformed, or lacks what the run needs."""
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    partition: str | None = None       # None: the cluster's default partition
+    time_min: int | None = None        # job time limit; None: estimated from the stage
+    mem_gb: float | None = None
+    cpus_per_task: int | None = None
+    gres: str | None = None
+    gpus_per_task: int | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    sbatch: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    source: str
+    partitions: dict[str, PartitionSpec]
+    account: str | None = None
+    qos: str | None = None
+    array_parallelism: int = 256
+    image_dir: str | None = None
+    setup: tuple[str, ...] = ()
+    signal_delay_s: int = 120
+    max_array_size: int | None = None  # None: read MaxArraySize from `scontrol show config`
+    sbatch: dict[str, Any] = field(default_factory=dict)
+
+    def for_resource(self, resource: str, stage: str) -> PartitionSpec:
+        if resource not in self.partitions:
+            have = ", ".join(sorted(self.partitions)) or "none"
+            raise ProfileError(f"profile {self.name!r} ({self.source}) has no partition for "
+                               f"resource {resource!r}, needed by stage {stage!r}; it defines: {have}")
+        return self.partitions[resource]
+
+
+DEFAULT_PROFILE = Profile(
+    name="default", source="built-in",
+    partitions={"cpu": PartitionSpec(), "gpu": PartitionSpec(gres="gpu:1")},
+)
+
+
+def parse_time(value: Any, where: str) -> int:
+    """SLURM time syntax → minutes: 90, "90", "01:30:00", "2-00:00:00", "30:00" (MM:SS)."""
+    if isinstance(value, int) and value > 0:
+        return value
+    s = str(value).strip()
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", s)
+    if not m:
+        raise ProfileError(f"{where}: bad time {value!r} (use minutes or [D-]HH:MM:SS)")
+    days, a, b, c = m.groups()
+    d = int(days or 0)
+    if c is not None:           # H:M:S
+        minutes = int(a) * 60 + int(b) + (1 if int(c) else 0)
+    elif b is not None:         # with days: H:M, else M:S
+        minutes = int(a) * 60 + int(b) if days else int(a) + (1 if int(b) else 0)
+    else:
+        minutes = int(a) * 60 if days else int(a)
+    minutes += d * 24 * 60
+    if minutes <= 0:
+        raise ProfileError(f"{where}: time {value!r} is not positive")
+    return minutes
+
+
+def _check_keys(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise ProfileError(f"{where}: expected a mapping, got {type(obj).__name__}")
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise ProfileError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                           f"allowed: {', '.join(sorted(allowed))}")
+    return obj
+
+
+def profile_dirs() -> list[Path]:
+    dirs = []
+    if os.environ.get(PROFILES_ENV):
+        dirs.append(Path(os.environ[PROFILES_ENV]))
+    dirs.append(Path.cwd() / "slurm_profiles")
+    dirs.append(Path(__file__).resolve().parents[1] / "slurm_profiles")
+    return dirs
+
+
+def find_profile(name: str) -> Path:
+    p = Path(name)
+    if p.suffix in {".yaml", ".yml"} and p.is_file():
+        return p
+    looked = []
+    for d in profile_dirs():
+        for cand in (d / f"{name}.yaml", d / f"{name}.yml"):
+            looked.append(str(cand))
+            if cand.is_file():
+                return cand
+    raise ProfileError(f"unknown profile {name!r}; looked in: {', '.join(dict.fromkeys(looked))}")
+
+
+def load_profile(name: str | None) -> Profile:
+    if name is None or name == "default":
+        return DEFAULT_PROFILE
+    path = find_profile(name)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ProfileError(f"{path}: not valid YAML ({e})") from None
+    data = _check_keys(data, TOP_KEYS, str(path))
+    parts_raw = data.get("partitions")
+    if not parts_raw:
+        raise ProfileError(f"{path}: no 'partitions' (map resources cpu/gpu to partitions)")
+    parts_raw = _check_keys(parts_raw, set(RESOURCES), f"{path}: partitions")
+    parts = {}
+    for res, spec in parts_raw.items():
+        where = f"{path}: partitions.{res}"
+        spec = _check_keys(spec or {}, PARTITION_KEYS, where)
+        parts[res] = PartitionSpec(
+            partition=spec.get("partition"),
+            time_min=parse_time(spec["time"], f"{where}.time") if "time" in spec else None,
+            mem_gb=spec.get("mem_gb"), cpus_per_task=spec.get("cpus_per_task"),
+            gres=spec.get("gres"), gpus_per_task=spec.get("gpus_per_task"),
+            account=spec.get("account"), qos=spec.get("qos"),
+            constraint=spec.get("constraint"), sbatch=dict(spec.get("sbatch") or {}),
+        )
+    setup = data.get("setup") or []
+    if not isinstance(setup, list) or not all(isinstance(x, str) for x in setup):
+        raise ProfileError(f"{path}: 'setup' must be a list of shell lines")
+    return Profile(
+        name=path.stem, source=str(path), partitions=parts,
+        account=data.get("account"), qos=data.get("qos"),
+        array_parallelism=int(data.get("array_parallelism", 256)),
+        image_dir=data.get("image_dir"), setup=tuple(setup),
+        signal_delay_s=int(data.get("signal_delay_s", 120)),
+        max_array_size=data.get("max_array_size"), sbatch=dict(data.get("sbatch") or {}),
+    )
+
+
+def apply_overrides(profile: Profile, *, partitions: list[str] = (),  # type: ignore[assignment]
+                    account: str | None = None, qos: str | None = None) -> Profile:
+    """`--partition NAME` sets every resource's partition; `--partition gpu=NAME` just one."""
+    parts = dict(profile.partitions)
+    for item in partitions:
+        res, sep, name = item.partition("=")
+        targets = [res] if sep else list(RESOURCES)
+        if not sep:
+            name = item
+        for r in targets:
+            if r not in RESOURCES:
+                raise ProfileError(f"--partition {item!r}: resource must be one of {RESOURCES}")
+            parts[r] = replace(parts.get(r, PartitionSpec()), partition=name)
+    return replace(profile, partitions=parts,
+                   account=account if account is not None else profile.account,
+                   qos=qos if qos is not None else profile.qos)

@@ -1,0 +1,97 @@
+"""InvBench (Wei et al.): LLM invariant synthesis judged by a verifier-based decision
+procedure and by the verification speedup it brings.  See docs/invbench.md.
+
+Modules, in data-flow order: `data`/`upstream` (instances) → `markers` (loop labels
+shown as ``INVARIANT_MARKER_k();``) → `prompt` → `answer` (model text → q = ⟨ψ, ℓ⟩)
+→ `validation` (ψ side-effect free, boolean, in scope) → `instrument` (d_a, d_b
+programs) → `decision` (§3.2 rules, parallel runs) → `stages` (records).  Tables are
+built by `aggregate/invbench.py` from the records alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tasks.base import DatasetError, Instance, RunConfig, Stage, Task, register
+from tasks.invbench import data
+
+SPLIT_FOLDERS = {"Easy": "easy", "Hard": "hard", "Programs": "training"}
+
+
+def _resolve(dataset: str) -> tuple[str, Path | None]:
+    """Dataset spec → (split, Dataset/ root or None for the sample).
+
+    Accepts ``sample``, ``easy``/``hard``/``training`` (root from $VERIBATCH_INVBENCH_ROOT or
+    the pinned upstream download), ``easy:/path/to/InvBench`` and a path to a split folder
+    (``.../Dataset/Evaluation/Easy``)."""
+    if "/" in dataset and ":" not in dataset:
+        folder = Path(dataset).expanduser().resolve()
+        name = SPLIT_FOLDERS.get(folder.name)
+        if name is None or not folder.is_dir():
+            raise DatasetError(f"{dataset}: expected an InvBench split folder named Easy, Hard or Programs")
+        return name, data.dataset_root(folder.parent.parent)  # Easy → Evaluation → Dataset
+    name, explicit = data.split_dataset_name(dataset)
+    if name == "sample":
+        return name, None
+    return name, data.resolve_root(name, explicit)
+
+
+@register
+class InvBenchTask(Task):
+    name = "invbench"
+    default_dataset = "sample"
+
+    def datasets(self) -> dict[str, str]:
+        return dict(data.DESCRIPTIONS)
+
+    def load(self, dataset: str, *, limit: int | None = None) -> list[Instance]:
+        name, root = _resolve(dataset)
+        if root is None:
+            return data.load_sample(limit=limit)
+        return data.load_split(name, root, limit=limit)
+
+    def dataset_hash(self, dataset: str) -> str:
+        name, root = _resolve(dataset)
+        return data.split_hash(name, root)
+
+    def default_options(self) -> dict[str, Any]:
+        return {
+            "budget_s": 600.0,  # verifier budget of the baseline (and fallback decision timeout)
+            "n_samples": 1,  # Best-of-N: 16 (temperature then defaults to 0.7)
+            "timeout_source": "baseline",  # baseline | reference | budget
+            "memory_mb": 4096,
+            "runtime": "native",  # native | apptainer
+            "image": "",  # apptainer image of the verifier
+            "generate_batch": 16,
+        }
+
+    def default_sampling(self, config_model: str | None) -> dict[str, Any]:
+        if config_model is None:
+            return {}
+        return {"max_tokens": 256, "seed": 0}
+
+    def resolve_config(self, config: RunConfig) -> RunConfig:
+        """Record the verifier's own version and the effective temperature in the config, so a
+        new verifier or sampling makes a new run id (and the manifest shows what was used)."""
+        from dataclasses import replace
+
+        if config.options.get("timeout_source") not in ("baseline", "reference", "budget"):
+            raise ValueError(
+                f"timeout_source={config.options.get('timeout_source')!r}: "
+                "expected baseline, reference or budget"
+            )
+        if config.model is not None and "temperature" not in config.sampling:
+            # InvBench: greedy for one sample, T=0.7 for Best-of-N (§5.6); recorded explicitly.
+            n = int(config.options.get("n_samples", 1))
+            config = replace(config, sampling={**config.sampling, "temperature": 0.0 if n == 1 else 0.7})
+        if config.verifier_version:
+            return config
+        from tasks.invbench.stages import _verifier
+
+        return replace(config, verifier_version=_verifier(config).version)
+
+    def stages(self, config: RunConfig) -> list[Stage]:
+        from tasks.invbench.stages import build_stages
+
+        return build_stages(config)

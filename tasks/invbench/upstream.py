@@ -1,0 +1,99 @@
+"""Fetching the InvBench data from its origin at a pinned revision, checked by sha256.
+
+The archive of the pinned commit is downloaded once into the cache
+(``$VERIBATCH_CACHE/invbench/<revision>``, default ``~/.cache/veribatch``) and every file
+named in ``upstream_checksums.json`` is checked before use; a mismatch is an error, and
+files the checksum list does not name (the hard split, the combined timing file) are
+logged as unverified rather than silently trusted.  Offline, the error says so and
+points at the local alternatives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+from tasks.base import DatasetError
+
+log = logging.getLogger(__name__)
+
+CHECKSUMS = Path(__file__).resolve().parent / "upstream_checksums.json"
+ARCHIVE_URL = "https://codeload.github.com/Anjiang-Wei/InvBench/tar.gz/{revision}"
+
+
+def pinned() -> dict:
+    return json.loads(CHECKSUMS.read_text())
+
+
+def cache_dir() -> Path:
+    base = Path(os.environ.get("VERIBATCH_CACHE", Path.home() / ".cache" / "veribatch"))
+    return base / "invbench" / pinned()["revision"]
+
+
+def verify_tree(root: Path) -> list[str]:
+    """Check `root` (the repository root) against the pinned checksums; return unverified files."""
+    pins = pinned()
+    for rel, want in pins["files"].items():
+        path = root / rel
+        if not path.is_file():
+            raise DatasetError(f"{path}: missing from the fetched revision {pins['revision']}")
+        got = hashlib.sha256(path.read_bytes()).hexdigest()
+        if got != want:
+            raise DatasetError(f"{path}: sha256 {got} does not match the pinned {want}")
+    for rel, tree in pins["trees"].items():
+        h = hashlib.sha256()
+        progs = sorted((root / rel).glob("*.c"))
+        for p in progs:
+            h.update(p.name.encode() + b"\0" + hashlib.sha256(p.read_bytes()).hexdigest().encode() + b"\n")
+        if len(progs) != tree["count"] or h.hexdigest() != tree["sha256"]:
+            raise DatasetError(f"{root / rel}: content does not match the pinned tree hash")
+    return [
+        str(p.relative_to(root))
+        for p in sorted((root / "Dataset").rglob("*"))
+        if p.is_file()
+        and str(p.relative_to(root)) not in pins["files"]
+        and str(p.parent.relative_to(root)) not in pins["trees"]
+    ]
+
+
+def fetch(timeout_s: float = 60.0) -> Path:
+    """The repository root of the pinned revision, downloading it if it is not cached."""
+    target = cache_dir()
+    if (target / ".verified").is_file():
+        return target
+    pins = pinned()
+    url = ARCHIVE_URL.format(revision=pins["revision"])
+    import httpx
+
+    try:
+        resp = httpx.get(url, timeout=timeout_s, follow_redirects=True)
+        resp.raise_for_status()
+    except httpx.HTTPError as e:
+        raise DatasetError(
+            f"cannot fetch InvBench from {url} ({type(e).__name__}: {e}). Offline? Use the "
+            "shipped `sample` dataset, or point at a local copy with $VERIBATCH_INVBENCH_ROOT "
+            "or a dataset spec like `easy:/path/to/InvBench`."
+        ) from e
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(resp.content), mode="r:gz") as tar:
+        tar.extractall(tmp, filter="data")
+    tops = [p for p in tmp.iterdir() if p.is_dir()]
+    if len(tops) != 1:
+        raise DatasetError(f"{url}: unexpected archive layout {[p.name for p in tops]}")
+    unverified = verify_tree(tops[0])
+    if unverified:
+        log.warning("invbench upstream: %d files have no pinned checksum (e.g. %s)",
+                    len(unverified), ", ".join(unverified[:3]))
+    shutil.rmtree(target, ignore_errors=True)
+    tops[0].rename(target)
+    shutil.rmtree(tmp, ignore_errors=True)
+    (target / ".verified").write_text(json.dumps({"revision": pins["revision"], "unverified": unverified}))
+    return target

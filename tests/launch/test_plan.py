@@ -1,0 +1,83 @@
+"""Run identity and shard assignment: same inputs ⇒ same id; anything result-relevant ⇒ new id."""
+
+from __future__ import annotations
+
+import pytest
+
+from launch.manifest import build_manifest
+from launch.plan import PlanError, make_config, make_plan, run_id_for, shard_bounds
+from tasks.base import UnknownNameError, get_task
+
+
+def cfg(**kw):
+    return make_config(get_task("selftest"), **kw)
+
+
+def test_same_inputs_same_run_id():
+    assert run_id_for(cfg(shards=3, options=["sleep_s=0.5"])) == \
+        run_id_for(cfg(shards=3, options=["sleep_s=0.5"]))
+    assert run_id_for(cfg()).startswith("selftest-")
+
+
+@pytest.mark.parametrize("change", [
+    {"options": ["iterations=7"]},
+    {"shards": 2},
+    {"dataset": "small"},
+    {"model": "hf:/tmp/model"},
+    {"sampling": {"temperature": 0.7}},
+    {"limit": 5},
+    {"verifier": "uautomizer"},
+    {"strategy": "best-of-n"},
+])
+def test_result_relevant_change_gives_new_run_id(change):
+    assert run_id_for(cfg(**change)) != run_id_for(cfg())
+
+
+def test_option_default_given_explicitly_is_the_same_run():
+    assert run_id_for(cfg(options=["iterations=1000"])) == run_id_for(cfg())
+
+
+def test_code_version_recorded_but_not_in_identity(monkeypatch):
+    task = get_task("selftest")
+    plan = make_plan(task, cfg())
+    m1 = build_manifest(plan)
+    monkeypatch.setattr("launch.manifest.code_version", lambda: "git:something-else")
+    m2 = build_manifest(plan)
+    assert m1["code_version"] != m2["code_version"]
+    assert m1["identity"] == m2["identity"] and m1["run_id"] == m2["run_id"]
+
+
+def test_shard_bounds_cover_everything_once_and_are_balanced():
+    for n, s in [(12, 1), (12, 5), (13, 4), (10000, 7)]:
+        b = shard_bounds(n, s)
+        assert b[0][0] == 0 and b[-1][1] == n
+        assert all(b[i][1] == b[i + 1][0] for i in range(s - 1))
+        sizes = [hi - lo for lo, hi in b]
+        assert max(sizes) - min(sizes) <= 1
+
+
+def test_plan_sorts_instances_by_id_and_validates_stages():
+    plan = make_plan(get_task("selftest"), cfg(shards=5))
+    ids = [i.id for i in plan.instances]
+    assert ids == sorted(ids) and len(ids) == 12
+    assert [s.name for s in plan.stages] == ["work", "check"]
+
+
+def test_option_errors_name_the_option():
+    with pytest.raises(PlanError, match="unknown option 'sleepy'.*known options: .*sleep_s"):
+        cfg(options=["sleepy=1"])
+    with pytest.raises(PlanError, match="iterations='many'"):
+        cfg(options=["iterations=many"])
+    with pytest.raises(PlanError, match="expected key=value"):
+        cfg(options=["iterations"])
+
+
+def test_unknown_names_and_impossible_shard_counts():
+    with pytest.raises(UnknownNameError, match="unknown task 'nope'.*selftest"):
+        get_task("nope")
+    with pytest.raises(UnknownNameError, match="unknown dataset 'tiny'.*smoke"):
+        cfg(dataset="tiny")
+    with pytest.raises(PlanError, match="--shards 13 exceeds the 12 instances"):
+        make_plan(get_task("selftest"), cfg(shards=13))
+    with pytest.raises(PlanError, match="at least 1"):
+        cfg(shards=0)

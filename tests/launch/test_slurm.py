@@ -1,0 +1,135 @@
+"""The SLURM executor on a real cluster (`.ci/cluster.sh start`): kill, scancel, resume, compare.
+
+One scenario, because every step depends on the previous one and cluster time is
+the expensive part: a 4-shard run split into arrays of at most 3 (MaxArraySize
+chunking), one running shard killed with SIGKILL and another scancelled; the run
+directory alone must report both as failed; `launch resume` must finish the run
+from a new process; the records must equal those of a local run of the same plan.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+from pandas.testing import assert_frame_equal
+
+from launch.executors.slurm import SlurmExecutor, chunks
+
+from .conftest import launch, only_run_dir, stage_records, status_json, wait_until
+
+pytestmark = []
+
+
+def _job_ids(rd):
+    subs = json.loads((rd / "jobs.json").read_text())["submissions"]
+    return sorted({s["array_id"] for s in subs})
+
+
+def _active(rd) -> bool:
+    out = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(_job_ids(rd))],
+                         capture_output=True, text=True)
+    return bool(out.stdout.strip())
+
+
+def _running_pid(rd, stage, shard):
+    a = rd / "shards" / stage / str(shard) / "attempt.json"
+    led = rd / "shards" / stage / str(shard) / "ledger.jsonl"
+    if a.exists() and led.exists() and led.read_bytes().count(b"\n") >= 1:
+        return json.loads(a.read_text())["pid"]
+    return None
+
+
+def test_dependency_strings_and_chunking():
+    arrays = {"work": [([0, 1, 2], "10"), ([3], "11")]}
+    assert SlurmExecutor._dependency(["work"], arrays, 0, [0, 1, 2]) == "aftercorr:10"
+    assert SlurmExecutor._dependency(["work"], arrays, 1, [3]) == "afterok:11"
+    # a resume where the downstream set differs: wait for the whole upstream
+    assert SlurmExecutor._dependency(["work"], arrays, 0, [0, 1, 2, 3]) == "afterany:10:11"
+    assert SlurmExecutor._dependency(["work"], {}, 0, [0]) is None
+    assert chunks(list(range(7)), 3) == [[0, 1, 2], [3, 4, 5], [6]]
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_kill_scancel_resume_on_real_slurm(slurm_cluster, tmp_path):
+    profile = tmp_path / "tiny-arrays.yaml"
+    profile.write_text("partitions:\n  cpu: {partition: cpu, time: 10, mem_gb: 0.5}\n"
+                       "  gpu: {partition: gpu, time: 10}\nmax_array_size: 3\n"
+                       "signal_delay_s: 30\n")
+    runs = tmp_path / "runs"
+    plan = ["selftest", "--shards", "4", "-o", "sleep_s=1.5"]
+    r = launch(*plan, "--executor", "slurm", "--profile", str(profile), "--runs-dir", str(runs))
+    assert r.returncode == 0, r.stderr
+    rd = only_run_dir(runs)
+    subs = json.loads((rd / "jobs.json").read_text())["submissions"]
+    work = [s for s in subs if s["stage"] == "work"]
+    check = [s for s in subs if s["stage"] == "check"]
+    assert [sorted(map(int, s["jobs"])) for s in work] == [[0, 1, 2], [3]]  # MaxArraySize 3
+    assert [s["dependency"] for s in check] == [f"aftercorr:{work[0]['array_id']}",
+                                                f"afterok:{work[1]['array_id']}"]
+    assert [s["stage"] for s in subs][-1] == "aggregate"
+
+    # kill -9 one running shard, scancel another
+    pid0 = wait_until(lambda: _running_pid(rd, "work", 0), 60, "work/0 running")
+    wait_until(lambda: _running_pid(rd, "work", 1), 60, "work/1 running")
+    code, st = status_json(rd)
+    assert code == 4 and st["stages"]["work"]["running"] == 2
+    os.kill(pid0, signal.SIGKILL)
+    cancelled = work[0]["jobs"]["1"]
+    subprocess.run(["scancel", cancelled], check=True)
+    wait_until(lambda: not _active(rd), 120, "all jobs of the run to end")
+
+    code, st = status_json(rd)
+    assert code == 1, st
+    failed = {(f["stage"], f["shard"]): f for f in st["failed"]}
+    assert {("work", 0), ("work", 1)} <= set(failed)
+    assert "killed" in failed[("work", 0)]["reason"]
+    assert failed[("work", 1)]["job"] == cancelled
+    assert st["stages"]["work"]["done"] == 2 and st["stages"]["check"]["done"] == 2
+    assert st["aggregate"] == "partial"  # the afterany aggregate ran and saw the gap
+    logs = launch("logs", str(rd), "--failed")
+    assert "work/0" in logs.stdout and "work/1" in logs.stdout
+
+    r = launch("resume", str(rd))
+    assert r.returncode == 0, r.stderr
+    resub = json.loads((rd / "jobs.json").read_text())["submissions"][len(subs):]
+    assert [(s["stage"], sorted(map(int, s["jobs"]))) for s in resub] == \
+        [("work", [0, 1]), ("check", [0, 1]), ("aggregate", [0])]
+    wait_until(lambda: not _active(rd), 120, "resumed jobs to end")
+    code, st = status_json(rd)
+    assert code == 0 and st["complete"] and st["aggregate"] == "complete", st
+    assert json.loads((rd / "shards/work/0/stats.json").read_text())["resumed_from_ledger"] >= 1
+
+    ref = tmp_path / "ref"
+    assert launch(*plan, "--runs-dir", str(ref), "-q").returncode == 0
+    ref_rd = only_run_dir(ref)
+    assert ref_rd.name == rd.name
+    for stage in ("work", "check"):
+        assert_frame_equal(stage_records(rd, stage), stage_records(ref_rd, stage))
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_usr2_before_time_limit_requeues_and_keeps_the_ledger(slurm_cluster, tmp_path):
+    """USR2 is what SLURM sends `signal_delay_s` before the time limit (and on preemption)."""
+    runs = tmp_path / "runs"
+    r = launch("selftest", "--limit", "6", "-o", "sleep_s=1", "--executor", "slurm",
+               "--profile", "local-test", "--runs-dir", str(runs))
+    assert r.returncode == 0, r.stderr
+    rd = only_run_dir(runs)
+    job = json.loads((rd / "jobs.json").read_text())["submissions"][0]["jobs"]["0"]
+    ledger = rd / "shards/work/0/ledger.jsonl"
+    wait_until(lambda: ledger.exists() and ledger.read_bytes().count(b"\n") >= 2, 60,
+               "two recorded instances")
+    subprocess.run(["scancel", "--signal=USR2", job], check=True)
+    wait_until(lambda: not _active(rd), 120, "the requeued job and the rest of the run")
+    stats = json.loads((rd / "shards/work/0/stats.json").read_text())
+    assert stats["attempt"] == 2 and stats["resumed_from_ledger"] >= 2
+    assert stats["slurm_job"] == job  # the same job, requeued — not a new submission
+    code, st = status_json(rd)
+    assert code == 0 and st["complete"], st
+    assert len(json.loads((rd / "jobs.json").read_text())["submissions"]) == 3

@@ -1,0 +1,83 @@
+"""The decision procedure on the embedded z3 verifier: real queries, real kills."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tasks.invbench.decision import CandidateRun, run_candidates
+from tasks.invbench.instrument import instrument
+from verifiers import cfront
+from verifiers.base import Query
+from verifiers.registry import get_verifier
+from verifiers.result import Limits, Status
+
+SAMPLE = Path(__file__).resolve().parents[3] / "tasks" / "invbench" / "sample"
+
+
+@pytest.fixture(scope="module")
+def z3():
+    return get_verifier("z3")
+
+
+def _query(path: Path) -> Query:
+    return Query(files=(path,))
+
+
+def _candidate(tmp_path: Path, name: str, index: int, psi: str, label: int = 1) -> CandidateRun:
+    progs = instrument((SAMPLE / name).read_text(), label, psi, filename=name)
+    a, b = tmp_path / f"c{index}_a.c", tmp_path / f"c{index}_b.c"
+    a.write_text(progs.check_invariant)
+    b.write_text(progs.use_invariant)
+    return CandidateRun(index=index, program_a=a, program_b=b)
+
+
+def _decide(z3, tmp_path: Path, cands: list[CandidateRun], wall_s: float = 20.0) -> list[CandidateRun]:
+    return run_candidates(z3, cands, Limits(wall_s=wall_s), tmp_path / "logs", make_query=_query)
+
+
+def test_true_invariant_proves_and_false_one_is_refuted(z3, tmp_path: Path) -> None:
+    good, bad = _decide(z3, tmp_path, [_candidate(tmp_path, "count_up.c", 0, "x <= n")])[0], None
+    assert good.status_a == Status.TRUE and good.status_b == Status.TRUE
+    assert (good.decision, good.rule) == ("TRUE", "DEC-PROP")
+    bad = _decide(z3, tmp_path, [_candidate(tmp_path, "count_up.c", 1, "x < n")])[0]
+    assert bad.status_a == Status.FALSE  # x == n at the last loop head
+    assert (bad.decision, bad.rule) == ("UNKNOWN", "DEC-U")
+
+
+def test_dec_false_on_an_unsafe_program(z3, tmp_path: Path) -> None:
+    run = _decide(z3, tmp_path, [_candidate(tmp_path, "off_by_one.c", 0, "s == i")])[0]
+    assert run.status_b == Status.FALSE
+    assert (run.decision, run.rule) == ("FALSE", "DEC-FALSE")
+    assert run.decision_time_s == run.d_b.wall_s
+
+
+def test_strong_invariant_speeds_up_the_use_query(z3, tmp_path: Path) -> None:
+    name = "counter_cond.c"
+    plain = tmp_path / "plain.c"
+    plain.write_text(cfront.to_source(cfront.parse((SAMPLE / name).read_text())))
+    base = z3.run(_query(plain), Limits(wall_s=30), tmp_path / "base")
+    assert base.status == Status.TRUE
+    run = _decide(z3, tmp_path, [_candidate(tmp_path, name, 0, "counter <= 20 && x == 2 * (counter / 2)")])[0]
+    assert (run.decision, run.rule) == ("TRUE", "DEC-PROP")
+    assert run.d_b.wall_s < base.wall_s / 2, (run.d_b.wall_s, base.wall_s)
+
+
+def test_best_of_n_first_decisive_wins_and_the_rest_are_killed(z3, tmp_path: Path) -> None:
+    # parity_split takes z3 several seconds without help (complete unrolling of 100
+    # iterations); with the weak ψ d_b is as slow, with the strong one it is quick.
+    weak = _candidate(tmp_path, "parity_split.c", 0, "i >= 0")
+    strong = _candidate(tmp_path, "parity_split.c", 1, "e + o == i && i <= 100")
+    t0 = time.monotonic()
+    runs = _decide(z3, tmp_path, [weak, strong], wall_s=60.0)
+    elapsed = time.monotonic() - t0
+    assert strong.decision == "TRUE" and not strong.killed
+    assert weak.killed and weak.decision is None
+    assert weak.d_b is not None and weak.d_b.termination_reason == "cancelled"
+    assert elapsed < 6.0, elapsed  # not awaited: the weak d_b alone takes longer
+    assert runs == [weak, strong]
+    time.sleep(0.2)
+    assert not psutil.Process().children(recursive=True)

@@ -1,0 +1,82 @@
+"""Table 2-7 arithmetic on hand-built records (the formulas of InvBench §4)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from aggregate.invbench import build_tables, compare_runs
+
+
+def _inst(iid: str, *, decision: str | None, speedup: float | None, correct: bool, total: float | None,
+          n: int = 1, model: str = "hf:/m", arm: str = "model", solved: bool = True) -> dict:
+    return {"instance_id": iid, "stage": "verify", "shard": 0, "kind": "instance", "arm": arm, "model": model,
+            "n_samples": n, "decision": decision, "speedup": speedup, "correct_invariant": correct,
+            "total_time_s": total, "baseline_solved": solved,
+            "status": "decided" if decision in ("TRUE", "FALSE") else "undecided"}
+
+
+def _run(tmp_path: Path, ids: list[str], verify: list[dict], baseline: list[dict], budget: float = 600.0):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(exist_ok=True)
+    (run_dir / "instances.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+    manifest = {"run_id": "invbench-x", "instance_count": len(ids), "instances_file": "instances.jsonl",
+                "config": {"verifier": "z3", "model": "hf:/m", "options": {"budget_s": budget}}}
+    return run_dir, manifest, {"verify": pd.DataFrame(verify), "baseline": pd.DataFrame(baseline)}
+
+
+def test_table2_columns(tmp_path: Path) -> None:
+    ids = [f"invbench/easy/p{i}.c" for i in range(5)]
+    verify = [
+        _inst(ids[0], decision="TRUE", speedup=2.0, correct=True, total=1.0),
+        _inst(ids[1], decision="TRUE", speedup=4.0, correct=True, total=0.5),
+        _inst(ids[2], decision="FALSE", speedup=0.5, correct=False, total=8.0),
+        _inst(ids[3], decision="UNKNOWN", speedup=None, correct=True, total=3.0),
+        # ids[4] has no record: a lost shard → missing
+        {"instance_id": ids[0], "kind": "candidate", "arm": "model", "model": "hf:/m", "status": "decided"},
+    ]
+    base = [{"instance_id": i, "solved": True, "baseline_time_s": t} for i, t in zip(ids, [2, 2, 4, 50, 700], strict=True)]
+    tables = {t.key: t for t in build_tables(*_run(tmp_path, ids, verify, base))}
+    row = tables["table2_invbench_easy"].frame.iloc[0]
+    assert row["covered"] == 4 and row["missing"] == 1
+    assert row["pct_correct_invariant"] == 75.0
+    assert row["pct_speedup"] == 50.0
+    assert row["speedup_gt1"] == 3.0  # mean of 2 and 4
+    assert row["speedup_all"] == pytest.approx((2 + 4 + 1 + 1) / 4, abs=0.01)
+    assert row["decided"] == 3
+    solved = tables["table4_solved_easy"].frame.set_index("solver")
+    assert solved.loc["z3 (baseline)", "solved_10s"] == 3
+    assert solved.loc["z3 (baseline)", "solved_100s"] == 4
+    assert solved.loc["z3 (baseline)", "solved_600s"] == 4  # 700 s is over every budget
+    assert solved.loc["hf:/m (model)", "solved_10s"] == 3
+    assert solved.loc["hf:/m (model)", "covered"] == 4
+    assert solved.loc["hf:/m (model)", "missing"] == 1
+
+
+def test_budgets_above_the_run_budget_are_not_claimed(tmp_path: Path) -> None:
+    ids = ["invbench/sample/a.c"]
+    tables = {t.key: t for t in build_tables(*_run(
+        tmp_path, ids, [_inst(ids[0], decision="TRUE", speedup=1.5, correct=True, total=1.0)],
+        [{"instance_id": ids[0], "solved": True, "baseline_time_s": 1.5}], budget=60.0))}
+    cols = set(tables["table4_solved_sample"].frame.columns)
+    assert {"solved_10s", "solved_60s"} <= cols and "solved_100s" not in cols
+
+
+def test_compare_detects_best_of_n(tmp_path: Path) -> None:
+    ids = ["invbench/easy/a.c", "invbench/easy/b.c"]
+    runs = []
+    for n, sp in ((1, None), (16, 3.0)):
+        d = tmp_path / f"n{n}"
+        d.mkdir()
+        run_dir, manifest, frames = _run(d, ids, [
+            _inst(ids[0], decision="TRUE" if sp else "UNKNOWN", speedup=sp, correct=bool(sp), total=1.0, n=n),
+            _inst(ids[1], decision="UNKNOWN", speedup=None, correct=False, total=1.0, n=n)], [])
+        runs.append((f"N={n}", run_dir, manifest, frames))
+    table = compare_runs(runs)
+    assert table.key == "table7_best_of_n"
+    by_n = table.frame.set_index("N")
+    assert by_n.loc[1, "pct_speedup"] == 0.0 and by_n.loc[16, "pct_speedup"] == 50.0
+    assert (table.frame["missing"] == 0).all()

@@ -1,0 +1,94 @@
+"""The apptainer runtime: the argv it builds (pinned) and the image digest in versions and keys.
+
+Apptainer cannot be installed here; a stand-in `apptainer` that records its argv and
+runs the tool part of it checks that the Verifier wraps every call (version included).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import stat
+from pathlib import Path
+
+import pytest
+
+from verifiers import apptainer
+from verifiers.base import Query, Tool
+from verifiers.result import Limits, Status
+from verifiers.verifier import Verifier
+
+
+def test_exec_argv_is_pinned(tmp_path: Path) -> None:
+    img = tmp_path / "uautomizer.sif"
+    data, sub, work = tmp_path / "data", tmp_path / "data" / "sub", tmp_path / "work"
+    argv = apptainer.exec_argv(img, ["/opt/UAutomizer-linux/Ultimate.py", "--file", "x.c"],
+                               read_only=[data, sub, data], writable=[work], pwd=work)
+    assert argv == [
+        "apptainer", "exec", "--containall", "--cleanenv", "--no-home",
+        "--bind", f"{data}:{data}:ro",
+        "--bind", f"{work}:{work}",
+        "--pwd", str(work),
+        str(img),
+        "/opt/UAutomizer-linux/Ultimate.py", "--file", "x.c",
+    ]
+
+
+def test_network_off_and_writable_wins_over_read_only(tmp_path: Path) -> None:
+    argv = apptainer.exec_argv(tmp_path / "i.sif", ["t"], read_only=[tmp_path / "w" / "in"],
+                               writable=[tmp_path / "w"], network=False, binary="/usr/bin/apptainer")
+    assert argv[:8] == ["/usr/bin/apptainer", "exec", "--containall", "--cleanenv", "--no-home",
+                        "--net", "--network", "none"]
+    assert f"{tmp_path / 'w' / 'in'}:{tmp_path / 'w' / 'in'}:ro" not in argv
+
+
+def test_image_digest_is_the_file_sha256(tmp_path: Path) -> None:
+    img = tmp_path / "x.sif"
+    img.write_bytes(b"SIF" * 1000)
+    assert apptainer.image_digest(img) == hashlib.sha256(b"SIF" * 1000).hexdigest()
+
+
+def test_missing_apptainer_names_where_it_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("VERIBATCH_APPTAINER", raising=False)
+    with pytest.raises(FileNotFoundError, match="apptainer not found.*singularity"):
+        apptainer.apptainer_binary()
+
+
+STAND_IN = """#!/bin/sh
+# Stand-in for apptainer: log argv, then run what follows the image (argv after the .sif).
+printf '%s\\n' "$*" >> "{log}"
+while [ "$#" -gt 0 ]; do case "$1" in *.sif) shift; break;; esac; shift; done
+exec "$@"
+"""
+
+
+def test_verifier_runs_every_call_inside_the_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shell_tool: Tool
+) -> None:
+    fake = tmp_path / "apptainer"
+    fake.write_text(STAND_IN.format(log=tmp_path / "calls.txt"))
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("VERIBATCH_APPTAINER", str(fake))
+    img = tmp_path / "shell.sif"
+    img.write_bytes(b"image-v1")
+    shell_tool.version_args = ("-c", "echo sh-in-image-2")
+    v = Verifier(shell_tool, runtime="apptainer", image=img, cache_dir=tmp_path / "cache")
+    digest = hashlib.sha256(b"image-v1").hexdigest()
+    assert v.version == f"sh-in-image-2+sha256:{digest}"
+    q = tmp_path / "q" / "t.sh"
+    q.parent.mkdir()
+    q.write_text("echo VERDICT TRUE")
+    r = v.run(Query((q,)), Limits(10), tmp_path / "logs")
+    assert r.status is Status.TRUE and r.tool_version.endswith(digest)
+    version_call, run_call = (tmp_path / "calls.txt").read_text().splitlines()
+    assert version_call.startswith("exec --containall --cleanenv --no-home")
+    assert f"--bind {q.parent}:{q.parent}:ro" in run_call
+    workdir = Path(r.log_path).parent
+    assert f"--bind {workdir}:{workdir} --pwd {workdir} {img} /bin/sh {q}" in run_call
+
+
+def test_apptainer_runtime_needs_an_image(tmp_path: Path, shell_tool: Tool) -> None:
+    with pytest.raises(ValueError, match="needs an image"):
+        Verifier(shell_tool, runtime="apptainer")
+    with pytest.raises(FileNotFoundError, match="no.sif"):
+        Verifier(shell_tool, runtime="apptainer", image=tmp_path / "no.sif")

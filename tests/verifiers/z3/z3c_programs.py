@@ -1,0 +1,202 @@
+"""Small C programs with known verdicts, one (or a safe/unsafe pair) per construct.
+
+Each unsafe twin differs from its safe program by one detail (off-by-one bound,
+flipped comparison, wrong C-semantics assumption) and its error really is
+reachable: the verifier must confirm it by running the compiled program.
+"""
+
+from __future__ import annotations
+
+HEADER = """
+extern void abort(void);
+extern void __assert_fail(const char *, const char *, unsigned int, const char *);
+void reach_error() { __assert_fail("0", "t.c", 3, "reach_error"); }
+extern int __VERIFIER_nondet_int(void);
+extern unsigned int __VERIFIER_nondet_uint(void);
+extern unsigned short __VERIFIER_nondet_ushort(void);
+extern char __VERIFIER_nondet_char(void);
+extern _Bool __VERIFIER_nondet_bool(void);
+void assume_abort_if_not(int cond) { if (!cond) { abort(); } }
+void __VERIFIER_assert(int cond) { if (!(cond)) { ERROR: { reach_error(); abort(); } } }
+"""
+
+
+def prog(body: str) -> str:
+    return HEADER + body
+
+
+# (name, expected verdict, program text)
+CASES: list[tuple[str, str, str]] = []
+
+
+def pair(name: str, safe: str, unsafe: str) -> None:
+    CASES.append((f"{name}-safe", "TRUE", prog(safe)))
+    CASES.append((f"{name}-unsafe", "FALSE", prog(unsafe)))
+
+
+pair(
+    "while-counter",
+    """int main() { int i = 0; int n = __VERIFIER_nondet_int();
+       assume_abort_if_not(n >= 0 && n <= 1000);
+       while (i < n) { i++; } __VERIFIER_assert(i == n); return 0; }""",
+    """int main() { int i = 0; int n = __VERIFIER_nondet_int();
+       assume_abort_if_not(n >= 0 && n <= 1000);
+       while (i <= n) { i++; } __VERIFIER_assert(i == n); return 0; }""",
+)
+pair(
+    "c-division-negative",  # C truncates toward zero: -7 / 2 == -3, -7 % 2 == -1
+    """int main() { int x = __VERIFIER_nondet_int(); assume_abort_if_not(x > -100 && x < 0);
+       int q = x / 2; int r = x % 2;
+       __VERIFIER_assert(q * 2 + r == x && r <= 0 && r > -2); return 0; }""",
+    """int main() { int x = __VERIFIER_nondet_int(); assume_abort_if_not(x > -100 && x < 0);
+       int r = x % 2; __VERIFIER_assert(r >= 0); return 0; }""",
+)
+pair(
+    "c-division-by-negative",  # 7 / -2 == -3 and 7 % -2 == 1 in C
+    """int main() { int d = __VERIFIER_nondet_int(); assume_abort_if_not(d == -2);
+       int q = 7 / d; int r = 7 % d; __VERIFIER_assert(q == -3 && r == 1); return 0; }""",
+    """int main() { int d = __VERIFIER_nondet_int(); assume_abort_if_not(d == -2);
+       int q = 7 / d; __VERIFIER_assert(q == -4); return 0; }""",
+)
+pair(
+    "unsigned-wraparound",
+    """int main() { unsigned int x = __VERIFIER_nondet_uint(); assume_abort_if_not(x == 0);
+       x = x - 1; __VERIFIER_assert(x == 4294967295U); __VERIFIER_assert(x > 0); return 0; }""",
+    """int main() { unsigned int x = __VERIFIER_nondet_uint();
+       unsigned int y = x + 1; __VERIFIER_assert(y > x); return 0; }""",
+)
+pair(
+    "unsigned-loop-wrap",
+    """int main() { unsigned int i = 10; int n = 0;
+       while (i > 0) { i--; n++; } __VERIFIER_assert(n == 10); return 0; }""",
+    """int main() { unsigned int i = 3; int n = 0;
+       while (i != 5) { i = i - 1; n++; if (n > 7) break; }
+       __VERIFIER_assert(i == 5); return 0; }""",
+)
+pair(
+    "signed-unsigned-compare",  # -1 < 1u is false in C: -1 converts to UINT_MAX
+    """int main() { int m = __VERIFIER_nondet_int(); assume_abort_if_not(m == -1);
+       unsigned int u = 1; __VERIFIER_assert(!(m < u)); return 0; }""",
+    """int main() { int m = __VERIFIER_nondet_int(); assume_abort_if_not(m == -1);
+       unsigned int u = 1; __VERIFIER_assert(m < u); return 0; }""",
+)
+pair(
+    "narrowing-conversion",  # gcc wraps conversions to narrower signed types
+    """int main() { unsigned short a = __VERIFIER_nondet_ushort(); short s = a;
+       __VERIFIER_assert(s >= -32768 && s <= 32767); int x = 300; char c = x;
+       __VERIFIER_assert(c == 44); return 0; }""",
+    """int main() { unsigned short a = __VERIFIER_nondet_ushort(); short s = a;
+       __VERIFIER_assert(s >= 0); return 0; }""",
+)
+pair(
+    "break-continue",
+    """int main() { int i = 0; int evens = 0;
+       while (1) { i++; if (i > 20) break; if (i % 2) continue; evens++; }
+       __VERIFIER_assert(evens == 10); return 0; }""",
+    """int main() { int i = 0; int evens = 0;
+       while (1) { i++; if (i > 20) break; if (i % 2) continue; evens++; }
+       __VERIFIER_assert(evens == 11); return 0; }""",
+)
+pair(
+    "do-while",
+    """int main() { int x = 0; int n = __VERIFIER_nondet_int(); assume_abort_if_not(n >= 0 && n < 50);
+       do { x++; } while (x < n); __VERIFIER_assert(x >= 1 && (x == n || n == 0)); return 0; }""",
+    """int main() { int x = 0; int n = __VERIFIER_nondet_int(); assume_abort_if_not(n >= 0 && n < 50);
+       do { x++; } while (x < n); __VERIFIER_assert(x == n); return 0; }""",
+)
+pair(
+    "nested-loops",
+    """int main() { int i, j, c = 0; for (i = 0; i < 4; i++) { for (j = 0; j < 3; j++) { c++; } }
+       __VERIFIER_assert(c == 12); return 0; }""",
+    """int main() { int i, j, c = 0; for (i = 0; i < 4; i++) { for (j = 0; j <= 3; j++) { c++; } }
+       __VERIFIER_assert(c == 12); return 0; }""",
+)
+pair(
+    "sequential-loops",
+    """int main() { int n = __VERIFIER_nondet_int(); assume_abort_if_not(n >= 0 && n < 100);
+       int x = 0; while (x < n) x++; int y = x; while (y > 0) y--; __VERIFIER_assert(y == 0);
+       return 0; }""",
+    """int main() { int n = __VERIFIER_nondet_int(); assume_abort_if_not(n >= 0 && n < 100);
+       int x = 0; while (x < n) x++; int y = x; while (y > 0) y--; __VERIFIER_assert(x != n || n == 0);
+       return 0; }""",
+)
+pair(
+    "inlined-calls",
+    """int twice(int v) { return v + v; }
+       int clamp(int v, int hi) { if (v > hi) return hi; return v; }
+       int main() { int a = __VERIFIER_nondet_int(); assume_abort_if_not(a >= 0 && a < 1000);
+       int b = clamp(twice(a), 100); __VERIFIER_assert(b <= 100 && b >= 0); return 0; }""",
+    """int twice(int v) { return v + v; }
+       int clamp(int v, int hi) { if (v > hi) return hi; return v; }
+       int main() { int a = __VERIFIER_nondet_int(); assume_abort_if_not(a >= 0 && a < 1000);
+       int b = clamp(twice(a), 100); __VERIFIER_assert(b < 100); return 0; }""",
+)
+pair(
+    "globals",
+    """int g = 5; int counter;
+       void bump(void) { counter++; g = g + 2; }
+       int main() { bump(); bump(); __VERIFIER_assert(counter == 2 && g == 9); return 0; }""",
+    """int g = 5; int counter;
+       void bump(void) { counter++; g = g + 2; }
+       int main() { bump(); bump(); __VERIFIER_assert(g == 7); return 0; }""",
+)
+pair(
+    "side-effect-condition",  # the cohencu pattern: counter++ in the loop condition
+    """int counter = 0;
+       int main() { int x = 0; while (counter++ < 5) { x += 2; } __VERIFIER_assert(x == 10 && counter == 6);
+       return 0; }""",
+    """int counter = 0;
+       int main() { int x = 0; while (counter++ < 5) { x += 2; } __VERIFIER_assert(counter == 5);
+       return 0; }""",
+)
+pair(
+    "short-circuit",
+    """int main() { int a = __VERIFIER_nondet_int(); int k = 0;
+       if (a > 0 && (k = 1)) { __VERIFIER_assert(k == 1); } else { __VERIFIER_assert(k == 0 || a > 0); }
+       return 0; }""",
+    """int main() { int a = __VERIFIER_nondet_int(); int k = 0;
+       if (a > 0 || (k = 1)) { __VERIFIER_assert(k == 0); } return 0; }""",
+)
+pair(
+    "bool-char-ternary",
+    """int main() { _Bool b = __VERIFIER_nondet_bool(); int x = b ? 10 : 20; _Bool c = x;
+       __VERIFIER_assert(c == 1 && (x == 10 || x == 20)); char ch = __VERIFIER_nondet_char();
+       __VERIFIER_assert(ch >= -128 && ch <= 127); return 0; }""",
+    """int main() { _Bool b = __VERIFIER_nondet_bool(); int x = b ? 10 : 20;
+       __VERIFIER_assert(x == 10); return 0; }""",
+)
+pair(
+    "bitwise-mask-shift",
+    """int main() { int x = __VERIFIER_nondet_int(); assume_abort_if_not(x >= -1000 && x <= 1000);
+       int lo = x & 1; int h = x >> 1; __VERIFIER_assert(h * 2 + lo == x); return 0; }""",
+    """int main() { int x = __VERIFIER_nondet_int(); assume_abort_if_not(x >= -1000 && x <= 1000);
+       int h = x >> 1; __VERIFIER_assert(h == x / 2); return 0; }""",
+)
+pair(
+    "for-decl-shadowing",
+    """int main() { int i = 7; int s = 0; for (int i = 0; i < 3; i++) { s += i; }
+       __VERIFIER_assert(i == 7 && s == 3); return 0; }""",
+    """int main() { int i = 7; int s = 0; for (int i = 0; i < 3; i++) { s += i; }
+       __VERIFIER_assert(i == 3); return 0; }""",
+)
+pair(
+    "plain-assert",  # wonda variants call assert() directly
+    """int main() { int a = __VERIFIER_nondet_int(); assume_abort_if_not(a > 3); assert(a > 2); return 0; }""",
+    """int main() { int a = __VERIFIER_nondet_int(); assume_abort_if_not(a > 3); assert(a > 4); return 0; }""",
+)
+pair(
+    "deep-counterexample",
+    """int main() { int i = 0; while (i < 300) { i++; } __VERIFIER_assert(i == 300); return 0; }""",
+    """int main() { int i = 0; while (i < 300) { i++; if (i == 257) reach_error(); } return 0; }""",
+)
+
+# Outside the subset: UNKNOWN, with the construct named in the reason.
+UNSUPPORTED: list[tuple[str, str, str]] = [
+    ("array", "arrays", prog("int main() { int a[3]; a[0] = 1; __VERIFIER_assert(a[0] == 1); return 0; }")),
+    ("pointer", "pointers", prog("int main() { int x = 1; int *p = &x; *p = 2; __VERIFIER_assert(x == 2); return 0; }")),
+    ("recursion", "recursion", prog("int f(int n) { if (n <= 0) return 0; return f(n - 1); }\n"
+                                    "int main() { __VERIFIER_assert(f(3) == 0); return 0; }")),
+    ("float", "double", prog("int main() { double d = 1.5; __VERIFIER_assert(d > 1); return 0; }")),
+    ("goto", "goto", prog("int main() { int x = 0; l: x++; if (x < 3) goto l; __VERIFIER_assert(x == 3); return 0; }")),
+    ("undefined-call", "undefined function foo", prog("int foo(int); int main() { __VERIFIER_assert(foo(1) == 1); return 0; }")),
+]

@@ -1,0 +1,50 @@
+"""`python -m verifiers.judge --program P --input I [--expected E]`: one judged run as JSON.
+
+This is the command line `JudgeTool` hands to the verifier runner, so a judge call
+gets the same outer limits, logs and cache as every other verifier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from verifiers.judge.compare import outputs_match
+from verifiers.judge.compile import CompileError
+from verifiers.judge.run import Program, run_program
+
+OUTPUT_EXCERPT = 2000
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m verifiers.judge")
+    ap.add_argument("--program", type=Path, required=True)
+    ap.add_argument("--input", type=Path, required=True)
+    ap.add_argument("--expected", type=Path)
+    ap.add_argument("--lang", choices=["cpp", "python"])
+    ap.add_argument("--time", type=float, default=2.0, help="CPU seconds for the program")
+    ap.add_argument("--memory", type=int, default=256, help="MB for the program")
+    ap.add_argument("--cache-dir", type=Path)
+    a = ap.parse_args(argv)
+    report: dict[str, object]
+    try:
+        run = run_program(Program.of(a.program, a.lang), a.input, time_s=a.time,
+                          memory_mb=a.memory, cache_dir=a.cache_dir)
+    except CompileError as e:
+        report = {"verdict": "CE", "reason": str(e)[-2000:]}
+    else:
+        report = asdict(run)
+        report["verdict"] = str(run.verdict)
+        report["output"] = run.output[:OUTPUT_EXCERPT]
+        if a.expected is not None:
+            expected = a.expected.read_text(errors="replace")
+            report["matches_expected"] = outputs_match(run.output, expected)
+    print("VERIBATCH-JUDGE " + json.dumps(report, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

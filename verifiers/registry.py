@@ -1,0 +1,61 @@
+"""Verifiers by name: the one place that knows which adapter class a name means.
+
+Adapters are imported lazily by dotted path, so a missing optional adapter (or
+one still being written) breaks only the name that needs it, and importing the
+registry stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from verifiers.base import Tool
+from verifiers.verifier import RUNTIMES, Verifier
+
+_TOOLS: dict[str, str] = {
+    "z3": "verifiers.z3:Z3Tool",
+    "uautomizer": "verifiers.uautomizer:UAutomizerTool",
+    "dafny": "verifiers.dafny:DafnyTool",
+    "judge": "verifiers.judge.tool:JudgeTool",
+}
+
+
+def verifier_names() -> list[str]:
+    return sorted(_TOOLS)
+
+
+def _unknown(what: str, name: str, known: list[str]) -> Exception:
+    # Imported here, not at module level: `tasks` imports `verifiers`, so a
+    # module-level import of `tasks.base` would be circular.
+    from tasks.base import UnknownNameError
+
+    return UnknownNameError(f"unknown {what} {name!r}; known: {', '.join(known)}")
+
+
+def get_tool(name: str) -> Tool:
+    """A fresh adapter instance for `name`."""
+    try:
+        target = _TOOLS[name]
+    except KeyError:
+        raise _unknown("verifier", name, verifier_names()) from None
+    module, _, cls = target.partition(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def get_verifier(
+    name: str,
+    *,
+    runtime: str = "native",
+    image: Path | None = None,
+    cache_dir: Path | None = None,
+) -> Verifier:
+    """The verifier `name` on `runtime`; results cached under `cache_dir` when given.
+
+    Raises `UnknownNameError` for an unknown name or runtime; a tool that is not
+    installed raises `ToolNotFoundError` only when it is first used (`version`,
+    `run`, `start`), so listing and planning work on machines without it.
+    """
+    if runtime not in RUNTIMES:
+        raise _unknown("runtime", runtime, list(RUNTIMES))
+    return Verifier(get_tool(name), runtime=runtime, image=image, cache_dir=cache_dir)

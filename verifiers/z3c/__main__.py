@@ -1,0 +1,58 @@
+"""`python -m verifiers.z3c FILE --timeout S --json`: the embedded verifier's command line.
+
+Prints one JSON object (``--json``) or a readable line.  Exit code 0 whatever the
+verdict; 2 when the file cannot be read.  ``--member NAME`` runs a single
+portfolio member in this process (how the portfolio runs its slices).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from verifiers.z3c import engines, portfolio
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m verifiers.z3c", description=__doc__)
+    ap.add_argument("file", nargs="?")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole portfolio")
+    ap.add_argument("--data-model", choices=("ILP32", "LP64"), default="ILP32")
+    ap.add_argument("--member", choices=engines.MEMBERS, help="run one member in-process")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--version", action="store_true")
+    args = ap.parse_args(argv)
+    if args.version:
+        print(portfolio.tool_version())
+        return 0
+    if args.file is None:
+        ap.error("the following arguments are required: file")
+    try:
+        with open(args.file, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError as exc:
+        print(f"cannot read {args.file}: {exc}", file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    if args.member:
+        sys.setrecursionlimit(20000)
+        got = portfolio.run_member_safely(args.member, text, args.timeout, args.data_model)
+        print(json.dumps(got))
+        return 0
+    out = portfolio.verify_text(text, args.timeout, data_model=args.data_model, filename=args.file)
+    payload = out.to_json()
+    payload["tool_version"] = portfolio.tool_version()
+    payload["wall_s"] = round(time.monotonic() - start, 3)
+    if args.json:
+        print(json.dumps(payload))
+    else:
+        print(f"{out.status}" + (f"  ({out.reason})" if out.reason else ""))
+        for inv in out.extras.get("invariants", []) or []:
+            print(f"  loop {inv['loop']} (line {inv['line']}): {inv['invariant']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Solving the Horn clauses of an `Encoding` with Z3 Spacer, and checking its answer.
+
+Spacer's "sat" (the clauses have a model: the error is unreachable) is only turned
+into a TRUE verdict after the model — one interpretation per predicate — has
+been re-checked clause by clause with a plain SMT solver (initiation,
+consecution, safety).  That catches solver bugs and anything lost in reading the
+model (notes.md: `model.eval(Inv(x))` silently gives True; the interpretation
+must be read with `else_value()` and its `Var(i)` substituted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import z3
+
+from verifiers.z3c.encode import Clause, Encoding, Pred
+
+
+def free_consts(e: z3.ExprRef) -> list[z3.ExprRef]:
+    """Uninterpreted constants of `e` (the universally quantified clause variables)."""
+    out: dict[int, z3.ExprRef] = {}
+    seen: set[int] = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        xid = x.get_id()
+        if xid in seen:
+            continue
+        seen.add(xid)
+        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out[xid] = x
+            continue
+        stack.extend(x.children())
+    return list(out.values())
+
+
+def clause_formula(c: Clause) -> z3.BoolRef:
+    body = z3.And(*c.body, c.constraint)
+    head = c.head if c.head is not None else z3.BoolVal(False)
+    rule = z3.Implies(body, head)
+    vs = free_consts(rule)
+    return z3.ForAll(vs, rule) if vs else rule
+
+
+@dataclass
+class SpacerAnswer:
+    status: str  # "safe" | "unsafe" | "unknown"
+    interps: dict[str, z3.BoolRef] | None = None  # predicate name → body over Var(i)
+    reason: str | None = None
+
+
+def solve(enc: Encoding, *, timeout_ms: int, global_guidance: bool = False) -> SpacerAnswer:
+    """Run Spacer on the clauses of `enc`."""
+    if not any(c.head is None for c in enc.clauses):
+        # No path reaches an error at all.
+        return SpacerAnswer("safe", {p.decl.name(): z3.BoolVal(True) for p in enc.preds})
+    s = z3.SolverFor("HORN")
+    s.set("timeout", max(1, int(timeout_ms)))
+    if global_guidance:
+        s.set("fp.spacer.global", True)
+    for c in enc.clauses:
+        s.add(clause_formula(c))
+    r = s.check()
+    if r == z3.sat:
+        m = s.model()
+        interps: dict[str, z3.BoolRef] = {}
+        for p in enc.preds:
+            fi = m[p.decl]
+            if fi is None:
+                interps[p.decl.name()] = z3.BoolVal(False)
+            elif isinstance(fi, z3.FuncInterp):
+                interps[p.decl.name()] = fi.else_value()
+            else:
+                interps[p.decl.name()] = fi  # type: ignore[assignment]
+        return SpacerAnswer("safe", interps)
+    if r == z3.unsat:
+        return SpacerAnswer("unsafe")
+    return SpacerAnswer("unknown", reason=s.reason_unknown())
+
+
+def apply_interp(body: z3.BoolRef, args: list[z3.ExprRef]) -> z3.BoolRef:
+    return z3.substitute_vars(body, *args) if args else body
+
+
+def instantiate(app: z3.BoolRef, interps: dict[str, z3.BoolRef]) -> z3.BoolRef:
+    return apply_interp(interps[app.decl().name()], list(app.children()))
+
+
+def eliminate_quantifiers(e: z3.BoolRef, timeout_ms: int = 2000) -> z3.BoolRef | None:
+    """`e` without quantifiers (qe tactic), or None when that fails."""
+    if not _has_quantifier(e):
+        return e
+    g = z3.Goal()
+    g.add(e)
+    try:
+        t = z3.TryFor(z3.Then("qe", "simplify"), timeout_ms)
+        r = t(g)
+    except z3.Z3Exception:
+        return None
+    out = r.as_expr()
+    return None if _has_quantifier(out) else out
+
+
+def _has_quantifier(e: z3.ExprRef) -> bool:
+    stack, seen = [e], set()
+    while stack:
+        x = stack.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_quantifier(x):
+            return True
+        stack.extend(x.children())
+    return False
+
+
+def validate(
+    enc: Encoding, interps: dict[str, z3.BoolRef], *, timeout_ms: int = 5000
+) -> tuple[bool, str | None]:
+    """Check every clause under `interps` with a plain solver: (ok, why-not)."""
+    for i, c in enumerate(enc.clauses):
+        s = z3.Solver()
+        s.set("timeout", max(1, timeout_ms))
+        for app in c.body:
+            s.add(instantiate(app, interps))
+        s.add(c.constraint)
+        if c.head is not None:
+            s.add(z3.Not(instantiate(c.head, interps)))
+        r = s.check()
+        if r != z3.unsat:
+            what = "is violated" if r == z3.sat else f"could not be checked ({s.reason_unknown()})"
+            return False, f"clause {i} ({c.kind}, line {c.line}) of the proof {what}"
+    return True, None
+
+
+def loop_preds(enc: Encoding, label: int) -> list[Pred]:
+    return [p for p in enc.preds if p.label == label]

@@ -1,0 +1,174 @@
+"""The portfolio's members, each a function from program text to a JSON-able answer.
+
+* ``spacer`` / ``spacer-global``: Horn clauses → Spacer (default / global guidance).
+  "safe" answers carry the re-checked proof and the loop invariants as C text;
+  an "unsafe" answer is only a hint (no input sequence), never a FALSE verdict.
+* ``bmc``: bounded unrolling with iterative deepening.  A satisfiable error path
+  is replayed under gcc (`replay`); only a confirmed one is "false".  An
+  unrolling that leaves no path behind and no error is a complete proof ("safe").
+
+Each member runs in its own process (see `portfolio`), so a member stuck inside
+Z3 is killed from outside; `timeout_ms` is also passed to Z3 itself.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+from typing import Any
+
+import z3
+from pycparser import c_ast
+
+from verifiers import cfront
+from verifiers.z3c import cexpr, chc, replay
+from verifiers.z3c.encode import Encoding, encode
+
+ENCODING_VERSION = "1"
+MEMBERS = ("spacer", "spacer-global", "bmc")
+
+
+@lru_cache(maxsize=64)
+def program(text: str, data_model: str = "ILP32") -> tuple[c_ast.FileAST, Encoding]:
+    """Parse and encode once per text (candidate checks reuse it); raises on failure."""
+    ast = cfront.parse(text)
+    return ast, encode(ast, mode="chc", data_model=data_model)
+
+
+def invariants_from(
+    ast: c_ast.FileAST,
+    enc: Encoding,
+    interps: dict[str, z3.BoolRef],
+    *,
+    data_model: str = "ILP32",
+    timeout_ms: int = 5000,
+) -> list[dict[str, Any]]:
+    """C invariants per loop label from a validated model, each re-parsed and re-checked.
+
+    A loop whose invariant cannot be written in C (quantifiers, hidden variables)
+    or whose C form does not re-check is left out rather than reported wrongly.
+    """
+    by_label: dict[int, list] = {}
+    for p in enc.preds:
+        if p.label:
+            by_label.setdefault(p.label, []).append(p)
+    texts: dict[int, str] = {}
+    c_interps = dict(interps)
+    for label, preds in sorted(by_label.items()):
+        parts: list[str] = []
+        try:
+            for p in preds:
+                parts.append(cexpr.to_c(z3.simplify(interps[p.decl.name()]), p))
+            text = parts[0] if len(parts) == 1 else " || ".join(parts)
+            trial = dict(c_interps)
+            for p in preds:
+                trial[p.decl.name()] = cexpr.to_formula(text, p, ast, data_model=data_model)
+        except (cexpr.NotExpressible, cexpr.CandidateError):
+            continue
+        ok, _ = chc.validate(enc, trial, timeout_ms=timeout_ms)
+        if ok:
+            c_interps = trial
+            texts[label] = text
+    sites = {s.label: s for s in enc.loop_sites}
+    return [
+        {"loop": label, "line": sites[label].line, "invariant": _strip_outer(text)}
+        for label, text in sorted(texts.items())
+    ]
+
+
+def _strip_outer(text: str) -> str:
+    if text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(text) - 1:
+                return text
+        return text[1:-1]
+    return text
+
+
+def run_spacer(
+    text: str, timeout_s: float, *, global_guidance: bool, data_model: str = "ILP32"
+) -> dict[str, Any]:
+    ast, enc = program(text, data_model)
+    t0 = time.monotonic()
+    ans = chc.solve(enc, timeout_ms=int(timeout_s * 1000), global_guidance=global_guidance)
+    if ans.status != "safe":
+        return {"answer": ans.status, "reason": ans.reason}
+    assert ans.interps is not None
+    interps: dict[str, z3.BoolRef] = {}
+    for name, body in ans.interps.items():
+        qf = chc.eliminate_quantifiers(body)
+        interps[name] = qf if qf is not None else body
+    left = max(1.0, timeout_s - (time.monotonic() - t0))
+    ok, why = chc.validate(enc, interps, timeout_ms=int(min(left, 10) * 1000))
+    if not ok:
+        return {"answer": "unknown", "reason": f"Spacer's proof did not re-check: {why}"}
+    invs = invariants_from(ast, enc, interps, data_model=data_model, timeout_ms=2000)
+    return {"answer": "safe", "proof": "spacer", "invariants": invs}
+
+
+def run_bmc(text: str, timeout_s: float, *, data_model: str = "ILP32") -> dict[str, Any]:
+    ast = cfront.parse(text)
+    deadline = time.monotonic() + timeout_s
+    depth = 0
+    last_reason = "no error path within the bound"
+    while time.monotonic() < deadline:
+        enc = encode(
+            ast, mode="unroll", depth=depth, data_model=data_model,
+            should_stop=lambda: time.monotonic() > deadline,
+        )
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            break
+        errors_unsat = not enc.errors
+        if enc.errors:
+            s = z3.Solver()
+            s.set("timeout", left_ms)
+            s.add(z3.Or(*[e.guard for e in enc.errors]))
+            r = s.check()
+            if r == z3.sat:
+                m = s.model()
+                path = next(
+                    e for e in enc.errors if z3.is_true(m.eval(e.guard, model_completion=True))
+                )
+                n = m.eval(path.nd, model_completion=True).as_long()
+                values = [
+                    m.eval(enc.nd_func(z3.IntVal(i)), model_completion=True).as_long()
+                    for i in range(n)
+                ]
+                rep = replay.replay(ast, values, data_model=data_model)
+                if rep.confirmed:
+                    return {
+                        "answer": "false",
+                        "counterexample": {"inputs": values, "error_line": path.line,
+                                           "depth": depth, "replay": rep.detail},
+                    }
+                last_reason = f"unconfirmed counterexample at depth {depth}: {rep.detail}"
+            elif r == z3.unknown:
+                return {"answer": "unknown", "reason": f"BMC at depth {depth}: {s.reason_unknown()}"}
+            else:
+                errors_unsat = True
+        # No error within the bound and no execution longer than the bound: a proof.
+        if errors_unsat and (not enc.cut or _cut_infeasible(enc, deadline)):
+            return {"answer": "safe", "proof": "complete-unrolling", "invariants": []}
+        depth = depth * 2 + 1
+    return {"answer": "unknown", "reason": last_reason}
+
+
+def _cut_infeasible(enc: Encoding, deadline: float) -> bool:
+    s = z3.Solver()
+    s.set("timeout", max(1, int((deadline - time.monotonic()) * 1000)))
+    s.add(z3.Or(*enc.cut_guards))
+    return s.check() == z3.unsat
+
+
+def run_member(member: str, text: str, timeout_s: float, data_model: str = "ILP32") -> dict[str, Any]:
+    if member == "spacer":
+        return run_spacer(text, timeout_s, global_guidance=False, data_model=data_model)
+    if member == "spacer-global":
+        return run_spacer(text, timeout_s, global_guidance=True, data_model=data_model)
+    if member == "bmc":
+        return run_bmc(text, timeout_s, data_model=data_model)
+    raise ValueError(f"unknown portfolio member {member!r}; known: {', '.join(MEMBERS)}")
