@@ -171,11 +171,55 @@ def _solved_table(run_dir: Path, manifest: dict[str, Any], baseline: pd.DataFram
     return tables
 
 
+SPEEDUP_BINS = (0.0, 0.5, 1.0, 1.5, 2.0, 5.0, float("inf"))
+BUDGET_GRID_S = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 60.0, 100.0, 300.0, 600.0)
+
+
+def _distribution_tables(run_dir: Path, manifest: dict[str, Any], baseline: pd.DataFrame,
+                         verify: pd.DataFrame) -> list[Table]:
+    """The data behind the two plots: speedup distribution and solved-vs-budget curves."""
+    config = manifest.get("config") or {}
+    budget = float((config.get("options") or {}).get("budget_s", 600.0))
+    rows = _instance_rows(verify)
+    expected = _expected_by_split(run_dir, manifest, rows["instance_id"] if len(rows) else pd.Series([], dtype=str))
+    tables = []
+    for split in sorted(set(rows["split"])) if len(rows) else []:
+        part = rows[rows["split"] == split]
+        speed = pd.to_numeric(_col(part, "speedup"), errors="coerce")
+        out = []
+        for lo, hi in zip(SPEEDUP_BINS, SPEEDUP_BINS[1:], strict=False):
+            out.append({"speedup_from": lo, "speedup_to": hi, "instances": int(((speed >= lo) & (speed < hi)).sum())})
+        out.append({"speedup_from": None, "speedup_to": None, "instances": int(speed.isna().sum()),
+                    "note": "no speedup (undecided, no valid candidate or baseline unsolved)"})
+        frame = pd.DataFrame(out)
+        frame.insert(0, "split", split)
+        frame["covered"], frame["missing"] = len(part), expected.get(split, len(part)) - len(part)
+        tables.append(Table(key=f"speedup_distribution_{split}", title=f"Speedup distribution ({split} split)",
+                            frame=frame, caption="Instances per speedup bin [from, to); covered = instance records."))
+        base = baseline[baseline["instance_id"].map(_split_of) == split] if len(baseline) else baseline
+        total = pd.to_numeric(_col(part, "total_time_s"), errors="coerce")
+        decided = _col(part, "decision").isin(["TRUE", "FALSE"])
+        curve = []
+        for t in [b for b in BUDGET_GRID_S if b <= budget]:
+            r = {"split": split, "budget_s": t, "covered": len(part),
+                 "missing": expected.get(split, len(part)) - len(part),
+                 "baseline_solved": int((base["solved"].fillna(False).astype(bool)
+                                         & (pd.to_numeric(base["baseline_time_s"], errors="coerce") <= t)).sum())
+                 if len(base) else 0,
+                 "arm_solved": int((decided & (total <= t)).sum())}
+            curve.append(r)
+        tables.append(Table(key=f"solved_vs_budget_{split}", title=f"Solved instances vs time budget ({split} split)",
+                            frame=pd.DataFrame(curve),
+                            caption="Baseline: verifier alone; arm: generation + decision time."))
+    return tables
+
+
 def build_tables(run_dir: Path, manifest: dict[str, Any], stages: dict[str, pd.DataFrame]) -> list[Table]:
     """All InvBench tables of one run."""
     baseline = stages.get("baseline", pd.DataFrame())
     verify = stages.get("verify", pd.DataFrame())
-    return [*_speedup_table(run_dir, manifest, verify), *_solved_table(run_dir, manifest, baseline, verify)]
+    tables = [*_speedup_table(run_dir, manifest, verify), *_solved_table(run_dir, manifest, baseline, verify)]
+    return tables + _distribution_tables(run_dir, manifest, baseline, verify)
 
 
 def compare_runs(runs: list[tuple[str, Path, dict[str, Any], dict[str, pd.DataFrame]]]) -> Table:

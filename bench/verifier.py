@@ -15,6 +15,7 @@ import collections
 import json
 import re
 import statistics
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from verifiers import cfront  # noqa: E402
+from verifiers.base import FinishedRun, Query  # noqa: E402
+from verifiers.result import Limits  # noqa: E402
+from verifiers.z3 import Z3Tool  # noqa: E402
 from verifiers.z3c import api  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "invbench" / "Dataset"
@@ -61,11 +65,18 @@ def run_split(split: str, timeout: float, jobs: int, limit: int | None) -> int:
     if limit:
         files = files[:limit]
 
+    tool = Z3Tool()
+    exe = tool.executable()
+
     def one(name: str):
-        text = (folder / name).read_text(errors="replace")
+        # The production path: the tool's own command line in a separate process.
+        argv = tool.cmdline(exe, Query((folder / name,)), Limits(wall_s=timeout + 1), folder)
         t0 = time.monotonic()
-        res = api.verify(text, timeout, filename=name)
-        return name, res, time.monotonic() - t0
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 60,
+                              cwd=REPO)
+        wall = time.monotonic() - t0
+        verdict = tool.determine_result(FinishedRun(proc.returncode, None, proc.stdout, "exit"))
+        return name, verdict, wall
 
     t_start = time.monotonic()
     results = []

@@ -45,9 +45,12 @@ def read_lock(directory: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text())
+        lock = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(lock, dict):
+        raise ValueError(f"{path}: expected a JSON object of image entries")
+    return lock
 
 
 def write_lock(directory: Path, lock: dict[str, Any]) -> None:

@@ -191,6 +191,7 @@ class RayCluster:
         for k, v in self.env.items():
             self._saved_env[k] = os.environ.get(k)
             os.environ[k] = v  # the driver (ray.init, state API) must present the same token
+        _reload_ray_token()
         self.procs.append(subprocess.Popen(self.head_command(), start_new_session=True,
                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
         self._wait_port()
@@ -268,9 +269,18 @@ class RayCluster:
             else:
                 os.environ[k] = old
         self._saved_env.clear()
+        _reload_ray_token()
 
     def __enter__(self) -> RayCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _reload_ray_token() -> None:
+    """Ray caches the auth token per process; make it re-read the environment."""
+    with contextlib.suppress(Exception):  # a private API; absent in older Ray (no auth)
+        from ray._raylet import AuthenticationTokenLoader
+
+        AuthenticationTokenLoader.instance().reset_cache()

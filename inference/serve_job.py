@@ -6,7 +6,7 @@ directory — never by guessing a node or port:
     serve.json        what was asked (model, backend, tp, nodes; written by `launch serve`)
     endpoint.json     written once the server answers /health: url, host, port, pid, model
     heartbeat.json    rewritten every `heartbeat_s`: time, requests served, state
-    clients/          a client run registers a file here while it uses the server
+    clients/          a client run registers a file here while it uses the server (*.done after)
     STOP              written by `launch serve-stop`; the server exits within a heartbeat
     exit.json         why and when the server stopped
 
@@ -125,18 +125,51 @@ def wait_for_endpoint(serve_dir: Path, timeout_s: float = 600.0, proc: subproces
 
 @contextlib.contextmanager
 def registered_client(serve_dir: Path, name: str) -> Iterator[str]:
-    """Register as a client of the serve job for the duration; yields the endpoint URL."""
+    """Register as a client of the serve job for the duration; yields the endpoint URL.
+
+    On exit the registration is renamed ``*.done`` rather than deleted, so the server
+    knows a client came and went even if both happened between two heartbeats.
+    """
     ep = read_endpoint(serve_dir)
     if not ep:
         raise RuntimeError(f"{serve_dir}: no endpoint.json (server not ready or stopped)")
     d = Path(serve_dir) / CLIENTS
     d.mkdir(exist_ok=True)
-    mark = d / f"{name}.{os.getpid()}"
+    mark = d / f"{name}.{socket.gethostname()}.{os.getpid()}"
     mark.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}))
     try:
         yield ep["url"]
     finally:
-        mark.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            mark.rename(mark.with_name(mark.name + ".done"))
+
+
+def client_states(serve_dir: Path) -> tuple[int, int]:
+    """(registered ever, still active).  A client on this host whose process is gone
+    (killed without leaving) counts as finished."""
+    seen = active = 0
+    for f in (Path(serve_dir) / CLIENTS).iterdir():
+        seen += 1
+        if f.name.endswith(".done"):
+            continue
+        try:
+            info = json.loads(f.read_text())
+            if info.get("host") == socket.gethostname() and not _pid_alive(int(info["pid"])):
+                continue
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        active += 1
+    return seen, active
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class ServeJob:
@@ -194,24 +227,26 @@ class ServeJob:
 
     def _supervise(self, served: Any) -> None:
         """Heartbeat and stop conditions; returns when the job should end."""
-        seen_client = False
+        tick = min(1.0, self.heartbeat_s)  # stop conditions are checked more often than we beat
+        beat = 0.0
         while not self._stop.is_set():
-            clients = sorted(p.name for p in (self.dir / CLIENTS).iterdir())
-            seen_client = seen_client or bool(clients)
+            seen, active = client_states(self.dir)
             last = getattr(served, "last_request", None) or self.started
-            _atomic_json(self.dir / HEARTBEAT, {
-                "time": time.time(), "state": "serving", "clients": len(clients),
-                "requests_served": getattr(served, "requests_served", None),
-            })
+            if time.time() - beat >= self.heartbeat_s:
+                beat = time.time()
+                _atomic_json(self.dir / HEARTBEAT, {
+                    "time": beat, "state": "serving", "clients": active,
+                    "requests_served": getattr(served, "requests_served", None),
+                })
             if (self.dir / STOP).exists():
                 self.request_stop("STOP file")
-            elif seen_client and not clients:
+            elif seen and not active:
                 self.request_stop("all clients finished")
             elif self.idle_exit_s and time.time() - last > self.idle_exit_s:
                 self.request_stop(f"idle for {self.idle_exit_s:g} s")
             elif isinstance(served, subprocess.Popen) and served.poll() is not None:
                 self.request_stop(f"vllm serve exited with {served.returncode}")
-            self._stop.wait(self.heartbeat_s)
+            self._stop.wait(tick)
 
     def _run_http(self) -> None:
         from inference.registry import open_engine

@@ -12,7 +12,7 @@ import os
 import signal
 import socket
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,7 +84,11 @@ def run_directory(plan: Plan, runs_dir: Path | None, run_name: str | None) -> Pa
 
 
 def launch_run(plan: Plan, root: Path, choice: ExecChoice, *, progress: bool = True,
-               console: Console | None = None) -> LaunchOutcome:
+               console: Console | None = None,
+               on_ready: Callable[[RunDir, bool], None] | None = None) -> LaunchOutcome:
+    """Write (or reuse) the run directory, then run or submit what is incomplete.
+
+    `on_ready(run_dir, created)` is called once the directory exists, before any work."""
     profile = choice.profile_obj() if choice.executor == "slurm" else None
     if choice.executor not in ("local", "slurm"):
         raise ValueError(f"unknown executor {choice.executor!r}; known executors: local, slurm")
@@ -92,6 +96,8 @@ def launch_run(plan: Plan, root: Path, choice: ExecChoice, *, progress: bool = T
         for st in plan.stages:
             profile.for_resource(st.resource, st.name)
     rd, created = create_or_reuse(plan, root)
+    if on_ready is not None:
+        on_ready(rd, created)
     return _execute(rd, choice, created=created, progress=progress, console=console)
 
 

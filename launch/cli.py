@@ -50,6 +50,7 @@ from .profiles import ProfileError
 from .rundir import RunDir, RunNotFoundError, resolve_run
 from .status import run_state
 
+SHARD_STATES = ("done", "running", "pending", "failed")
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INPUT, EXIT_CLUSTER, EXIT_IN_PROGRESS = 0, 1, 2, 3, 4
 INPUT_ERRORS = (UnknownNameError, DatasetError, PlanError, ProfileError, RunConflictError,
                 RunNotFoundError, RunDirError, ValueError)
@@ -152,8 +153,7 @@ def _task_app(name: str) -> typer.Typer:
         account: Annotated[str | None, typer.Option(help="SLURM account (overrides profile).")] = None,
         qos: Annotated[str | None, typer.Option(help="SLURM QOS (overrides profile).")] = None,
         shards: Annotated[int, typer.Option(help="Shards per stage.")] = 1,
-        limit: Annotated[int | None, typer.Option(help="Use only the first K instances "
-                                                  "(by id).")] = None,
+        limit: Annotated[int | None, typer.Option(help="Use only K instances (the task's first K).")] = None,
         option: Annotated[list[str] | None, typer.Option("--option", "-o",
                                                          help="Task option key=value; repeatable.")] = None,
         n: Annotated[int | None, typer.Option("--n", help="Samples per instance.")] = None,
@@ -186,10 +186,12 @@ def _task_app(name: str) -> typer.Typer:
             if dry_run:
                 _describe_plan(plan, root, choice)
                 return EXIT_OK
-            o = launch_run(plan, root, choice, progress=not quiet)
-            out.print(f"run {o.run_id}: {o.rd.root}" + ("" if o.created else " (existing)"),
-                      highlight=False)
-            return _report(o, quiet)
+            def ready(rd: RunDir, created: bool) -> None:
+                out.print(f"run {plan.run_id}: {rd.root}" + ("" if created else
+                          " (existing: only what is incomplete runs)"), highlight=False)
+
+            return _report(launch_run(plan, root, choice, progress=not quiet, on_ready=ready),
+                           quiet)
 
         raise typer.Exit(guarded(go))
 
@@ -217,7 +219,7 @@ def status(run: RunArg, runs_dir: RunsDirOpt = None,
     if as_json:
         print(json.dumps({
             "run_id": st.manifest["run_id"], "run_dir": str(rd.root), "complete": st.complete,
-            "stages": {name: {**st.counts(name), "instances": sum(s.instances for s in col),
+            "stages": {name: {**{k: st.counts(name)[k] for k in SHARD_STATES}, "instances": sum(s.instances for s in col),
                               "instances_done": sum(s.recorded for s in col)}
                        for name, col in st.shards.items()},
             "failed": [{"stage": s.stage, "shard": s.shard, "reason": s.reason, "job": s.job}
@@ -334,10 +336,14 @@ def _register_commands() -> None:
     for info in pkgutil.iter_modules(commands.__path__):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        register = getattr(module, "register", None)
-        if callable(register):
-            register(app, task_apps)
+        try:
+            module = importlib.import_module(f"{commands.__name__}.{info.name}")
+            register = getattr(module, "register", None)
+            if callable(register):
+                register(app, task_apps)
+        except Exception as e:  # noqa: BLE001  (one broken extension must not take down status/resume)
+            err.print(f"[yellow]warning:[/] commands from launch/commands/{info.name}.py are "
+                      f"unavailable: {type(e).__name__}: {e}", highlight=False)
 
 
 _register_commands()

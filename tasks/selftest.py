@@ -101,6 +101,7 @@ def _work(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResu
             time.sleep(60)
         if o["sleep_s"]:
             time.sleep(float(o["sleep_s"]))
+        rec: dict[str, Any]
         if n in fail:
             rec = {"status": "error", "value": None, "error": "failed on purpose (option fail)"}
         else:

@@ -34,7 +34,7 @@ Call order, and what may not be assumed:
 Writing the next adapter: subclass `Tool` in `verifiers/<name>.py`, add one line
 to `verifiers.registry._TOOLS`, record real outputs of the tool under
 `tests/verifiers/recorded/<name>/` and test `cmdline` and `determine_result` on
-them (see `verifiers/uautomizer.py` for a ~100-line example).
+them (`verifiers/uautomizer.py` and `verifiers/dafny.py` are worked examples).
 """
 
 from __future__ import annotations
@@ -88,6 +88,8 @@ class Tool(ABC):
     name: str
     # Where the tool lives inside its apptainer image (None: no image for this tool).
     container_executable: ClassVar[str | None] = None
+    # Whether the tool may use the network inside its container (False: --net --network none).
+    container_network: ClassVar[bool] = True
     # Arguments that make the tool print its version (used by `version` and by apptainer).
     version_args: ClassVar[tuple[str, ...]] = ("--version",)
 

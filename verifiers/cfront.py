@@ -166,15 +166,23 @@ def _strip_attributes(text: str) -> str:
     return re.sub(r"(?<![\w)\]])\s*\(\((?:[^()]|\([^()]*\))*\)\)", " ", text)
 
 
-def preprocess(text: str, *, filename: str = "<program>") -> str:
+def preprocess(text: str, *, filename: str = "<program>", use_cpp: bool | None = None) -> str:
     """The text pycparser sees: the typedef prelude, then the preprocessed program."""
-    body = _run_cpp(text, filename) if shutil.which("cpp") else _python_preprocess(text, filename)
+    if use_cpp is None:
+        use_cpp = shutil.which("cpp") is not None
+    body = _run_cpp(text, filename) if use_cpp else _python_preprocess(text, filename)
     return '#line 1 "<prelude>"\n' + _PRELUDE_TYPEDEFS + body
 
 
-def parse(text: str, *, filename: str = "<program>") -> c_ast.FileAST:
-    """Parse an SV-COMP-style C program; raise `CParseError` naming file and line."""
-    source = preprocess(text, filename=filename)
+def parse(
+    text: str, *, filename: str = "<program>", use_cpp: bool | None = None
+) -> c_ast.FileAST:
+    """Parse an SV-COMP-style C program; raise `CParseError` naming file and line.
+
+    `use_cpp=False` skips the external preprocessor (for small texts without
+    function-like macros, e.g. expressions, where its start-up would dominate).
+    """
+    source = preprocess(text, filename=filename, use_cpp=use_cpp)
     parser = c_parser.CParser()
     try:
         return parser.parse(source, filename=filename)
@@ -218,7 +226,13 @@ def parse_expression(expr: str, *, filename: str = "<expression>") -> c_ast.Node
     """Parse one C expression (e.g. a candidate invariant); raise `CParseError`."""
     if ";" in expr or "{" in expr or "}" in expr:
         raise CParseError(f"{filename}: not a single expression: {expr!r}")
-    ast = parse(f"void __vb_expr(void) {{ (void)({expr}); }}", filename=filename)
+    prefix = "void __vb_expr(void) { (void)("
+    try:
+        ast = parse(prefix + expr + "); }", filename=filename, use_cpp=False)
+    except CParseError as exc:
+        m = re.search(r"line 1, column (\d+): (.*)$", str(exc))
+        where = f"column {int(m.group(1)) - len(prefix)}: {m.group(2)}" if m else str(exc)
+        raise CParseError(f"{filename}: not a C expression: {expr!r} ({where})") from exc
     func = ast.ext[-1]
     assert isinstance(func, c_ast.FuncDef)
     stmt = func.body.block_items[0]

@@ -39,8 +39,12 @@ def get_tool(name: str) -> Tool:
         target = _TOOLS[name]
     except KeyError:
         raise _unknown("verifier", name, verifier_names()) from None
-    module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)()
+    module, _, cls_name = target.partition(":")
+    cls = getattr(importlib.import_module(module), cls_name)
+    tool = cls()
+    if not isinstance(tool, Tool):
+        raise TypeError(f"{target} is not a verifiers.base.Tool")
+    return tool
 
 
 def get_verifier(

@@ -41,12 +41,14 @@ import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
+from verifiers.proctable import PROCESS_TABLE
 from verifiers.result import Limits
 
 OUTPUT_CAP_BYTES = 16 * 2**20
@@ -65,52 +67,6 @@ except OSError:  # not glibc/Linux: no parent-death signal, atexit still applies
 _LIVE: weakref.WeakSet[LimitedProcess] = weakref.WeakSet()
 
 
-class _ProcessTable:
-    """One shared pid → parent-pid snapshot of /proc, refreshed at most every `max_age_s`.
-
-    Finding a tree's descendants means reading every process's parent; with 32
-    queries in flight, each monitor doing that itself would cost more CPU than the
-    tools.  One snapshot serves all monitors of this worker.
-    """
-
-    def __init__(self, max_age_s: float = 0.02) -> None:
-        self.max_age_s = max_age_s
-        self._lock = threading.Lock()
-        self._taken = 0.0
-        self._children: dict[int, list[int]] = {}
-
-    def _scan(self) -> dict[int, list[int]]:
-        children: dict[int, list[int]] = {}
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            # "pid (comm) state ppid ...": comm may contain spaces and parentheses.
-            ppid = int(stat[stat.rindex(b")") + 2:].split(maxsplit=2)[1])
-            children.setdefault(ppid, []).append(int(name))
-        return children
-
-    def descendants(self, pid: int, fresh: bool = False) -> list[int]:
-        with self._lock:
-            now = time.monotonic()
-            if fresh or now - self._taken > self.max_age_s:
-                self._children = self._scan()
-                self._taken = now
-            children = self._children
-        out: list[int] = []
-        todo = [pid]
-        while todo:
-            for c in children.get(todo.pop(), ()):
-                out.append(c)
-                todo.append(c)
-        return out
-
-
-_TABLE = _ProcessTable()
 
 
 @atexit.register
@@ -118,6 +74,7 @@ def _kill_all_live() -> None:
     """Interpreter exit: no tool outlives the worker that started it."""
     for proc in list(_LIVE):
         proc._kill_tree(proc._root)
+
 
 TERMINATION_REASONS = (
     "exit",       # the process ended by itself (any exit code)
@@ -128,7 +85,7 @@ TERMINATION_REASONS = (
     "output",     # output over the cap and the caller asked to kill on it
     "processes",  # more live processes than allowed (fork bomb)
     "cancelled",  # the caller killed it (e.g. a parallel query decided first)
-    "error",      # could not be started at all
+    "error",      # could not be started, or its exit status could not be collected
 )
 
 
@@ -207,7 +164,7 @@ def _preexec(
     cpu_s: float | None,
     address_space_mb: int | None,
     extra: Mapping[int, tuple[int, int]],
-):
+) -> Callable[[], None]:
     """Limits set in the child between fork and exec (only plain setrlimit calls)."""
 
     def apply() -> None:
@@ -370,12 +327,11 @@ class LimitedProcess:
         cpu_limit = self.limits.cpu_s if self.limits.cpu_s is not None else self.limits.wall_s
         peak_rss = 0
         reason: str | None = None
-        status = 0
-        rusage = None
         interval = _POLL_FIRST_S
         while True:
-            done_pid, status, rusage = os.wait4(pid, os.WNOHANG)
-            if done_pid:
+            # WNOWAIT: notice the exit but leave the zombie, so its pid (= the process
+            # group id) cannot be recycled before the stragglers of its group are killed.
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
                 break
             elapsed = time.monotonic() - t0
             rss, cpu, nprocs = self._measure()
@@ -393,14 +349,15 @@ class LimitedProcess:
             elif self.max_processes is not None and nprocs > self.max_processes:
                 reason = "processes"
             if reason:
-                self._kill_tree(pid)
-                status, rusage = self._reap(pid)
                 break
             self._wake.wait(min(interval, max(0.0, self.limits.wall_s - elapsed)))
             interval = min(interval * 2, _POLL_MAX_S)
+        # Kill the tree on a limit, or the stragglers (background children) of a finished
+        # tool, while the root (alive or a zombie) still holds the group id; then reap.
+        self._kill_tree(pid)
+        status, rusage = self._reap(pid)
         wall = time.monotonic() - t0
         proc.returncode = -1  # reaped by us; keep Popen from trying again
-        self._kill_tree(pid)  # stragglers: background children of a finished tool
         _LIVE.discard(self)
         for p in pumps:
             p.join(timeout=5.0)
@@ -409,7 +366,11 @@ class LimitedProcess:
         cpu_s = max(rusage_cpu, sum(self._cpu_seen.values()))
         returncode: int | None = None
         sig: int | None = None
-        if os.WIFEXITED(status):
+        error = None
+        if status is None:
+            error = f"exit status of pid {pid} unavailable (not reaped within {_REAP_TIMEOUT_S}s)"
+            reason = reason or "error"
+        elif os.WIFEXITED(status):
             returncode = os.WEXITSTATUS(status)
         elif os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
@@ -431,6 +392,7 @@ class LimitedProcess:
             output_path=self.output_path,
             output_truncated=any(p.truncated for p in pumps),
             stderr_path=self.stderr_path,
+            error=error,
         )
 
     def _measure(self) -> tuple[int, float, int]:
@@ -458,7 +420,7 @@ class LimitedProcess:
         """Remember every current descendant (psutil.Process pins its identity)."""
         if self._root < 0:
             return
-        for pid in _TABLE.descendants(self._root, fresh=fresh):
+        for pid in PROCESS_TABLE.descendants(self._root, fresh=fresh):
             if pid not in self._seen:
                 with contextlib.suppress(psutil.Error):
                     self._seen[pid] = psutil.Process(pid)
@@ -473,19 +435,20 @@ class LimitedProcess:
             with contextlib.suppress(psutil.Error):
                 p.kill()  # psutil checks create_time, so a recycled pid is never hit
 
-    def _reap(self, pid: int) -> tuple[int, resource.struct_rusage | None]:
+    def _reap(self, pid: int) -> tuple[int | None, resource.struct_rusage | None]:
+        """Exit status and rusage of the (killed or exited) root; None if it cannot be had."""
         deadline = time.monotonic() + _REAP_TIMEOUT_S
         while time.monotonic() < deadline:
             try:
                 done, status, rusage = os.wait4(pid, os.WNOHANG)
-            except ChildProcessError:
-                return 0, None
+            except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): status unknown
+                return None, None
             if done:
                 return status, rusage
-            time.sleep(0.005)
-        return 0, None
+            time.sleep(0.002)
+        return None, None
 
 
-def execute(argv: Sequence[str], limits: Limits, output_path: Path, **kwargs) -> Execution:
+def execute(argv: Sequence[str], limits: Limits, output_path: Path, **kwargs: Any) -> Execution:
     """Run `argv` to completion under `limits` (blocking).  See `LimitedProcess` for options."""
     return LimitedProcess(argv, limits, output_path, **kwargs).start().wait()  # type: ignore[return-value]

@@ -16,6 +16,10 @@ YAML witness when there is one (it carries line *and* column), else from the log
 they come back as ``extras["invariants"] = [{"line": N, "invariant": "<C expr>"}]``.
 Ultimate writes them in C syntax but may use ``\\old``, quantifiers or 64-bit
 literals; consumers re-parse and re-check them before use.
+
+The version is read with ``Ultimate.py --ultversion`` ("This is Ultimate
+0.3.1-dev-35a8436538"): it names the Ultimate build, whereas ``--version`` (``--ver``)
+prints only the wrapper script's short hash.
 """
 
 from __future__ import annotations

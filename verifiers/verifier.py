@@ -2,16 +2,23 @@
 
 This is what tasks call.  `run` blocks; `start` returns a `RunningQuery` at once, so
 InvBench can run d_a and d_b (and up to 16 Best-of-N candidates) side by side and
-`kill` the rest when one decides.  Every path ends in a `VerifierResult`:
+`kill` (or `kill_all`) the rest when one decides.  Every path ends in a `VerifierResult`:
 
-    cache hit ─────────────────────────────────────────────┐
-    cmdline → [apptainer exec …] → LimitedProcess → FinishedRun → determine_result → overrides → cache
-                                                                               (TIMEOUT/OOM/ERROR/cancelled)
+    cache hit (verifiers.cache rule) ───────────────────────────────────────────┐
+    support_files + cmdline → [apptainer exec …] → LimitedProcess → FinishedRun
+        → tool.determine_result → runner overrides → cache (if cacheable) ─────┴→ VerifierResult
+
+Runner overrides, in order: a wall/CPU limit → TIMEOUT, memory → OOM (whatever
+the tool printed before it was killed); `kill()` → UNKNOWN with termination
+reason "cancelled" (never cached); a tool dead of a signal without a verdict,
+an exception in `determine_result`, a tool that could not be started → ERROR
+with the reason.  The raw output is in `log_path`, inside a fresh work directory
+``<log_dir>/<tool>-<key[:12]>-<random>/`` that also holds the tool's own files.
 
 What raises instead of returning a result: a missing query file, a tool that is
-not installed (`ToolNotFoundError`) or whose version cannot be read — the query
-could not be asked at all, which is the caller's (or the node's) problem, not a
-verdict.
+not installed (`ToolNotFoundError`) or whose version cannot be read, a query the
+tool cannot express (`ValueError` from `cmdline`) — the query could not be asked
+at all, which is the caller's (or the node's) problem, not a verdict.
 """
 
 from __future__ import annotations
@@ -152,6 +159,7 @@ class Verifier:
                 read_only=[Path(f).resolve().parent for f in query.files],
                 writable=[workdir],
                 pwd=workdir,
+                network=self.tool.container_network,
                 binary=apptainer.apptainer_binary(),
             )
         process = LimitedProcess(argv, limits, workdir / "output.log", cwd=workdir)

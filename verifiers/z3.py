@@ -73,6 +73,6 @@ class Z3Tool(Tool):
             status = Status(payload["status"])
         except ValueError:
             return ToolVerdict(Status.ERROR, f"z3: unknown status {payload['status']!r}")
-        extras = {k: payload[k] for k in ("invariants", "counterexample", "proof", "portfolio")
+        extras = {k: payload[k] for k in ("invariants", "counterexample", "proof", "proof_checked", "portfolio")
                   if payload.get(k) is not None}
         return ToolVerdict(status, payload.get("reason"), extras)

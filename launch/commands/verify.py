@@ -69,9 +69,9 @@ def verify_cmd(
         out.print(f"reason: {result.reason}", highlight=False)
     for inv in result.extras.get("invariants", [])[:20]:
         out.print(f"invariant at line {inv['line']}: {inv['invariant']}", highlight=False)
-    for e in result.extras.get("errors", [])[:20]:
-        where = f"{e['file']}({e['line']},{e['col']})" if e.get("file") else "-"
-        out.print(f"{e.get('kind', 'error')}: {where}: {e['message']}", highlight=False)
+    for error in result.extras.get("errors", [])[:20]:
+        where = f"{error['file']}({error['line']},{error['col']})" if error.get("file") else "-"
+        out.print(f"{error.get('kind', 'error')}: {where}: {error['message']}", highlight=False)
     out.print(f"log: {result.log_path}", highlight=False)
 
 

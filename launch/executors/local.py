@@ -73,6 +73,17 @@ class LocalExecutor(Executor):
         running: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
         ledgers = _Ledgers()
 
+        # Instances recorded per stage = finished shards' final counts + live ledgers of
+        # running shards + what earlier attempts left in waiting shards' ledgers.
+        # Only running shards are polled, so 10,000 shards cost nothing per tick.
+        recorded = {st: 0 for st in order}
+        for st, k in waiting:
+            recorded[st] += ledgers.count(rd.ledger(st, k))
+
+        def settle(key: tuple[str, int], before: int) -> None:
+            recorded[key[0]] += ledgers.count(rd.ledger(*key)) - before
+
+        started_with: dict[tuple[str, int], int] = {}
         with Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
                       console=self.console, disable=not self.progress, transient=False) as bar:
@@ -83,6 +94,10 @@ class LocalExecutor(Executor):
                     for key, proc in list(running.items()):
                         if proc.poll() is not None:
                             del running[key]
+                            # leftovers of the shard (verifier children...) die with it
+                            with contextlib.suppress(ProcessLookupError, PermissionError):
+                                os.killpg(proc.pid, signal.SIGKILL)
+                            settle(key, started_with.pop(key))
                             (ok.add(key) if proc.returncode == 0 else failed.append(key))
                     for key in list(waiting):
                         if len(running) >= self.workers:
@@ -94,14 +109,16 @@ class LocalExecutor(Executor):
                             blocked.append(key)
                         elif all(u in ok or u not in want for u in ups):
                             waiting.remove(key)
+                            started_with[key] = ledgers.count(rd.ledger(st, k))
                             running[key] = self._start(rd, st, k)
-                    self._update(bar, bars, rd, todo, ledgers, failed, blocked)
+                    self._update(bar, bars, rd, recorded, running, started_with, ledgers,
+                                 failed + blocked)
                     if waiting or running:
                         time.sleep(self.poll_s)
             except KeyboardInterrupt:
                 self._kill_all(running)
                 raise
-            self._update(bar, bars, rd, todo, ledgers, failed, blocked)
+            self._update(bar, bars, rd, recorded, running, started_with, ledgers, failed + blocked)
         msg = ""
         if blocked:
             msg = f"{len(blocked)} shard(s) not started because an upstream shard failed"
@@ -117,13 +134,18 @@ class LocalExecutor(Executor):
                 stdout=err, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
             )
 
-    def _update(self, bar: Progress, bars: dict[str, Any], rd: RunDir,
-                todo: dict[str, list[int]], ledgers: _Ledgers,
-                failed: list[tuple[str, int]], blocked: list[tuple[str, int]]) -> None:
+    @staticmethod
+    def _update(bar: Progress, bars: dict[str, Any], rd: RunDir, recorded: dict[str, int],
+                running: dict[tuple[str, int], Any], started_with: dict[tuple[str, int], int],
+                ledgers: _Ledgers, bad: list[tuple[str, int]]) -> None:
+        live: dict[str, int] = {}
+        for key in running:
+            live[key[0]] = live.get(key[0], 0) + \
+                ledgers.count(rd.ledger(*key)) - started_with[key]
         for st, tid in bars.items():
-            n = sum(ledgers.count(rd.ledger(st, k)) for k in todo[st])
-            bad = sum(1 for s, _ in failed + blocked if s == st)
-            bar.update(tid, completed=n, note=f"[red]{bad} shard(s) failed" if bad else "")
+            n_bad = sum(1 for s, _ in bad if s == st)
+            bar.update(tid, completed=recorded[st] + live.get(st, 0),
+                       note=f"[red]{n_bad} shard(s) failed" if n_bad else "")
 
     @staticmethod
     def _kill_all(running: dict[tuple[str, int], subprocess.Popen[bytes]]) -> None:

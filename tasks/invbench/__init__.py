@@ -81,6 +81,13 @@ class InvBenchTask(Task):
                 f"timeout_source={config.options.get('timeout_source')!r}: "
                 "expected baseline, reference or budget"
             )
+        n_cli = config.sampling.get("n")
+        if n_cli is not None:  # `launch invbench --n 16` and `-o n_samples=16` mean the same
+            n_opt = int(config.options.get("n_samples", 1))
+            if n_opt not in (1, int(n_cli)):
+                raise ValueError(f"--n {n_cli} contradicts -o n_samples={n_opt}")
+            sampling = {k: v for k, v in config.sampling.items() if k != "n"}
+            config = replace(config, sampling=sampling, options={**config.options, "n_samples": int(n_cli)})
         if config.model is not None and "temperature" not in config.sampling:
             # InvBench: greedy for one sample, T=0.7 for Best-of-N (§5.6); recorded explicitly.
             n = int(config.options.get("n_samples", 1))

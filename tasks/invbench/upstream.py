@@ -83,17 +83,19 @@ def fetch(timeout_s: float = 60.0) -> Path:
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(resp.content), mode="r:gz") as tar:
-        tar.extractall(tmp, filter="data")
-    tops = [p for p in tmp.iterdir() if p.is_dir()]
-    if len(tops) != 1:
-        raise DatasetError(f"{url}: unexpected archive layout {[p.name for p in tops]}")
-    unverified = verify_tree(tops[0])
-    if unverified:
-        log.warning("invbench upstream: %d files have no pinned checksum (e.g. %s)",
-                    len(unverified), ", ".join(unverified[:3]))
-    shutil.rmtree(target, ignore_errors=True)
-    tops[0].rename(target)
-    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(resp.content), mode="r:gz") as tar:
+            tar.extractall(tmp, filter="data")
+        tops = [p for p in tmp.iterdir() if p.is_dir()]
+        if len(tops) != 1:
+            raise DatasetError(f"{url}: unexpected archive layout {[p.name for p in tops]}")
+        unverified = verify_tree(tops[0])
+        if unverified:
+            log.warning("invbench upstream: %d files have no pinned checksum (e.g. %s)",
+                        len(unverified), ", ".join(unverified[:3]))
+        shutil.rmtree(target, ignore_errors=True)
+        tops[0].rename(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     (target / ".verified").write_text(json.dumps({"revision": pins["revision"], "unverified": unverified}))
     return target

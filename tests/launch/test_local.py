@@ -25,7 +25,8 @@ def test_multi_shard_run_completes_with_every_instance_once(tmp_path):
     assert set(stage_records(rd, "check")["verdict"]) == {"agree"}
     code, st = status_json(rd)
     assert code == 0 and st["complete"] and st["aggregate"] == "complete"
-    assert st["stages"]["work"] == {"done": 4, "instances": 12, "instances_done": 12}
+    assert st["stages"]["work"] == {"done": 4, "running": 0, "pending": 0, "failed": 0,
+                                   "instances": 12, "instances_done": 12}
     table = (rd / "tables" / "selftest.csv").read_text()
     assert "agree" in table and ",12," in table
     again = launch("resume", str(rd))
@@ -87,7 +88,8 @@ def test_stage_exception_fails_the_shard_not_the_instances(tmp_path):
     lines = (rd / "shards/work/0/ledger.jsonl").read_text().splitlines()
     assert [json.loads(x)["instance_id"] for x in lines] == [f"selftest/smoke/{i:05d}" for i in range(3)]
     assert not (rd / "shards/work/0/DONE").exists()
-    assert st["stages"]["check"] == {"done": 1, "pending": 1, "instances": 12, "instances_done": 6}
+    assert st["stages"]["check"] == {"done": 1, "running": 0, "pending": 1, "failed": 0,
+                                    "instances": 12, "instances_done": 6}
     logs = launch("logs", str(rd), "--failed")
     assert "Traceback" in logs.stdout and "crashes on purpose" in logs.stdout
     assert "work/1" not in logs.stdout

@@ -32,7 +32,8 @@ def _job_ids(rd):
 def _active(rd) -> bool:
     out = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(_job_ids(rd))],
                          capture_output=True, text=True)
-    return bool(out.stdout.strip())
+    # squeue failing (slurmctld busy) is "don't know", not "nothing left"
+    return out.returncode != 0 or bool(out.stdout.strip())
 
 
 def _running_pid(rd, stage, shard):
@@ -91,6 +92,12 @@ def test_kill_scancel_resume_on_real_slurm(slurm_cluster, tmp_path):
     assert failed[("work", 1)]["job"] == cancelled
     assert st["stages"]["work"]["done"] == 2 and st["stages"]["check"]["done"] == 2
     assert st["aggregate"] == "partial"  # the afterany aggregate ran and saw the gap
+    # the run directory is the truth: without squeue/sacct on PATH the verdict is the same
+    (tmp_path / "empty").mkdir()
+    bare = launch("status", str(rd), "--json", env={"PATH": str(tmp_path / "empty")})
+    assert bare.returncode == 1, bare.stderr
+    assert {(f["stage"], f["shard"]) for f in json.loads(bare.stdout)["failed"]} >= \
+        {("work", 0), ("work", 1)}
     logs = launch("logs", str(rd), "--failed")
     assert "work/0" in logs.stdout and "work/1" in logs.stdout
 
@@ -126,6 +133,15 @@ def test_usr2_before_time_limit_requeues_and_keeps_the_ledger(slurm_cluster, tmp
     wait_until(lambda: ledger.exists() and ledger.read_bytes().count(b"\n") >= 2, 60,
                "two recorded instances")
     subprocess.run(["scancel", "--signal=USR2", job], check=True)
+
+    def requeued() -> bool:
+        out = subprocess.run(["squeue", "-h", "-o", "%r", "-j", job], capture_output=True,
+                             text=True).stdout
+        return "BeginTime" in out
+
+    # SLURM holds a requeued job ~2 minutes (BeginTime); skip that wait, not the requeue.
+    wait_until(requeued, 60, "submitit to requeue the job")
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
     wait_until(lambda: not _active(rd), 120, "the requeued job and the rest of the run")
     stats = json.loads((rd / "shards/work/0/stats.json").read_text())
     assert stats["attempt"] == 2 and stats["resumed_from_ledger"] >= 2
@@ -133,3 +149,21 @@ def test_usr2_before_time_limit_requeues_and_keeps_the_ledger(slurm_cluster, tmp
     code, st = status_json(rd)
     assert code == 0 and st["complete"], st
     assert len(json.loads((rd / "jobs.json").read_text())["submissions"]) == 3
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_cancel_from_a_new_shell_stops_every_job_of_the_run(slurm_cluster, tmp_path):
+    runs = tmp_path / "runs"
+    r = launch("selftest", "--shards", "2", "-o", "sleep_s=2", "--executor", "slurm",
+               "--profile", "local-test", "--runs-dir", str(runs))
+    assert r.returncode == 0, r.stderr
+    rd = only_run_dir(runs)
+    wait_until(lambda: _running_pid(rd, "work", 0), 60, "work/0 running")
+    c = launch("cancel", rd.name, "--runs-dir", str(runs))
+    assert c.returncode == 0 and "scancel" in c.stdout
+    wait_until(lambda: not _active(rd), 60, "all jobs of the run to end")
+    code, st = status_json(rd)
+    assert code == 1 and st["stages"]["check"]["done"] == 0
+    assert ("work", 0) in {(f["stage"], f["shard"]) for f in st["failed"]}
+    assert not (rd / "aggregate.json").exists()  # the aggregate job was cancelled too

@@ -92,3 +92,25 @@ def test_apptainer_runtime_needs_an_image(tmp_path: Path, shell_tool: Tool) -> N
         Verifier(shell_tool, runtime="apptainer")
     with pytest.raises(FileNotFoundError, match="no.sif"):
         Verifier(shell_tool, runtime="apptainer", image=tmp_path / "no.sif")
+
+
+def test_tools_without_network_run_with_network_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shell_tool: Tool
+) -> None:
+    from verifiers.judge.tool import JudgeTool
+
+    assert JudgeTool.container_network is False  # untrusted programs
+    fake = tmp_path / "apptainer"
+    fake.write_text(STAND_IN.format(log=tmp_path / "calls.txt"))
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("VERIBATCH_APPTAINER", str(fake))
+    img = tmp_path / "judge.sif"
+    img.write_bytes(b"image")
+    shell_tool.version_args = ("-c", "echo v")
+    shell_tool.container_network = False
+    q = tmp_path / "t.sh"
+    q.write_text("echo VERDICT FALSE")
+    r = Verifier(shell_tool, runtime="apptainer", image=img).run(Query((q,)), Limits(10), tmp_path)
+    assert r.status is Status.FALSE
+    run_call = (tmp_path / "calls.txt").read_text().splitlines()[-1]
+    assert run_call.startswith("exec --containall --cleanenv --no-home --net --network none ")

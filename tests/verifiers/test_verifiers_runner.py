@@ -168,3 +168,18 @@ def test_tools_do_not_outlive_their_worker(tmp_path: Path, ending: str) -> None:
     )
     subprocess.run([sys.executable, "-c", worker], timeout=30)
     assert _wait_gone(f"sleep {marker}") == []
+
+
+def test_descendants_with_odd_process_names_are_found(tmp_path: Path) -> None:
+    # /proc/PID/stat quotes the command name in parentheses; names may contain both.
+    odd = tmp_path / "sl eep) (x"
+    odd.symlink_to("/bin/sleep")
+    marker = f"{700 + uuid.uuid4().int % 1000}.{os.getpid() % 1000}"
+    proc = LimitedProcess(["sh", "-c", f"setsid '{odd}' {marker} & wait"], Limits(600),
+                          tmp_path / "o.log").start()
+    deadline = time.monotonic() + 3
+    while not _alive_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.1)  # let the monitor see it (it left the process group)
+    assert proc.kill().termination_reason == "cancelled"
+    assert _wait_gone(marker) == []

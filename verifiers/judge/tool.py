@@ -26,7 +26,8 @@ MARKER = "VERIBATCH-JUDGE "
 
 class JudgeTool(Tool):
     name = "judge"
-    container_executable = "/usr/local/bin/veribatch-judge"
+    container_executable = "/usr/local/bin/python3"  # judge.def: PYTHONPATH=/opt/veribatch
+    container_network = False  # untrusted programs: no network inside the image either
 
     def executable(self) -> str:
         return sys.executable

@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole portfolio")
     ap.add_argument("--data-model", choices=("ILP32", "LP64"), default="ILP32")
     ap.add_argument("--member", choices=engines.MEMBERS, help="run one member in-process")
+    ap.add_argument("--bmc-depth", type=int, default=0, help="with --member bmc: first depth")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--version", action="store_true")
     args = ap.parse_args(argv)
@@ -38,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     if args.member:
         sys.setrecursionlimit(20000)
-        got = portfolio.run_member_safely(args.member, text, args.timeout, args.data_model)
+        got = portfolio.run_member_safely(
+            args.member, text, args.timeout, args.data_model, args.bmc_depth
+        )
         print(json.dumps(got))
         return 0
     out = portfolio.verify_text(text, args.timeout, data_model=args.data_model, filename=args.file)

@@ -94,8 +94,20 @@ def check_candidate(
 
     Raises `CandidateError` when ψ is not a side-effect-free C expression over the
     variables visible at the loop head, and `CParseError`/`Unsupported` when the
-    program itself is outside the verifier's subset.
+    program itself is outside the verifier's subset.  Thread-safe (Z3 is used
+    under `engines.Z3_LOCK`).
     """
+    with engines.Z3_LOCK:
+        return _check_candidate(text, loop_label, expr, timeout_ms, data_model)
+
+
+def _check_candidate(
+    text: str,
+    loop_label: int,
+    expr: str,
+    timeout_ms: int,
+    data_model: str,
+) -> CandidateCheck:
     t0 = time.perf_counter()
     ast, enc = engines.program(text, data_model)
     preds = _loop_preds(enc, loop_label)
@@ -199,6 +211,13 @@ def omt_boundaries(
     what a concrete program state can hold.  A direction without optimum (or
     where the solver gave up) is None.
     """
+    with engines.Z3_LOCK:
+        return _omt(text, loop_label, formula, timeout_ms, type_ranges, data_model)
+
+
+def _omt(
+    text: str, loop_label: int, formula: str, timeout_ms: int, type_ranges: bool, data_model: str
+) -> Bounds:
     ast, enc = engines.program(text, data_model)
     pred = _loop_preds(enc, loop_label)[0]
     body = cexpr.to_formula(formula, pred, ast, data_model=data_model)

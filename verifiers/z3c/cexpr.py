@@ -110,6 +110,13 @@ def _print(e: z3.ExprRef, names: dict[int, str]) -> str:
     if k == z3.Z3_OP_OR:
         return join("||") if args else "0"
     if k == z3.Z3_OP_NOT:
+        inner = e.children()[0]
+        flipped = {z3.Z3_OP_LE: ">", z3.Z3_OP_LT: ">=", z3.Z3_OP_GE: "<", z3.Z3_OP_GT: "<=",
+                   z3.Z3_OP_EQ: "!="}
+        ik = inner.decl().kind() if z3.is_app(inner) else None
+        if ik in flipped and z3.is_arith(inner.children()[0]):
+            a, b = (_print(x, names) for x in inner.children())
+            return f"({a} {flipped[ik]} {b})"
         return f"!{args[0]}" if args[0].startswith("(") else f"!({args[0]})"
     if k == z3.Z3_OP_IMPLIES:
         return f"(!{args[0]} || {args[1]})"

@@ -1,10 +1,11 @@
 """Solving the Horn clauses of an `Encoding` with Z3 Spacer, and checking its answer.
 
-Spacer's "sat" (the clauses have a model: the error is unreachable) is only turned
-into a TRUE verdict after the model — one interpretation per predicate — has
-been re-checked clause by clause with a plain SMT solver (initiation,
-consecution, safety).  That catches solver bugs and anything lost in reading the
-model (notes.md: `model.eval(Inv(x))` silently gives True; the interpretation
+Spacer's "sat" (the clauses have a model: the error is unreachable) is re-checked
+clause by clause with a plain SMT solver (initiation, consecution, safety) under
+the model's interpretations.  A violated clause means the proof is wrong and the
+answer is dropped; a clause the plain solver cannot decide (non-linear
+arithmetic) leaves Spacer's own proof standing, marked ``proof_checked: false``.
+That catches solver bugs and anything lost in reading the model (notes.md: `model.eval(Inv(x))` silently gives True; the interpretation
 must be read with `else_value()` and its `Var(i)` substituted).
 """
 
@@ -117,8 +118,14 @@ def _has_quantifier(e: z3.ExprRef) -> bool:
 
 def validate(
     enc: Encoding, interps: dict[str, z3.BoolRef], *, timeout_ms: int = 5000
-) -> tuple[bool, str | None]:
-    """Check every clause under `interps` with a plain solver: (ok, why-not)."""
+) -> tuple[bool | None, str | None]:
+    """Check every clause under `interps` with a plain solver.
+
+    Returns (True, None) when all clauses are valid, (False, why) when one is
+    violated (the proof is wrong), (None, why) when a clause could not be
+    decided (typically non-linear arithmetic the plain solver cannot handle).
+    """
+    undecided: str | None = None
     for i, c in enumerate(enc.clauses):
         s = z3.Solver()
         s.set("timeout", max(1, timeout_ms))
@@ -128,10 +135,11 @@ def validate(
         if c.head is not None:
             s.add(z3.Not(instantiate(c.head, interps)))
         r = s.check()
-        if r != z3.unsat:
-            what = "is violated" if r == z3.sat else f"could not be checked ({s.reason_unknown()})"
-            return False, f"clause {i} ({c.kind}, line {c.line}) of the proof {what}"
-    return True, None
+        if r == z3.sat:
+            return False, f"clause {i} ({c.kind}, line {c.line}) is violated"
+        if r == z3.unknown and undecided is None:
+            undecided = f"clause {i} ({c.kind}, line {c.line}): {s.reason_unknown()}"
+    return (None, undecided) if undecided else (True, None)
 
 
 def loop_preds(enc: Encoding, label: int) -> list[Pred]:

@@ -476,7 +476,7 @@ class Encoder:
         if isinstance(node, c_ast.Goto):
             raise Unsupported("goto unsupported", node)
         if isinstance(node, c_ast.Switch):
-            raise Unsupported("switch unsupported", node)
+            return self.exec_switch(state, node)
         if isinstance(node, c_ast.FuncDef):
             raise Unsupported("nested function definition unsupported", node)
         # expression statement
@@ -507,6 +507,67 @@ class Encoder:
             out.brk = [self._drop(x, dead) for x in out.brk]
             out.cont = [self._drop(x, dead) for x in out.cont]
             out.ret = [(self._drop(x, dead), v) for x, v in out.ret]
+        return out
+
+    def exec_switch(self, state: State, node: c_ast.Switch) -> Outcomes:
+        """Dispatch on the case constants, with fall-through; `break` leaves the switch."""
+        out = Outcomes()
+        s, v = self.eval(state, node.cond)
+        if s is None:
+            return out
+        if isinstance(node.stmt, c_ast.Compound):
+            items = node.stmt.block_items or []
+        else:
+            items = [node.stmt]
+        if any(not isinstance(it, c_ast.Case | c_ast.Default) for it in items):
+            raise Unsupported("switch body with statements outside case labels unsupported", node)
+        t = cint.promote(v.ctype, self.dm)
+        ve = cint.convert(v.as_int(), v.ctype, t)
+        consts = []
+        for it in items:
+            if isinstance(it, c_ast.Case):
+                _, cv = self.eval(s, it.expr)
+                k = _int_value(cint.convert(cv.as_int(), cv.ctype, t))
+                if k is None:
+                    raise Unsupported("non-constant case label", it)
+                consts.append(k)
+        no_match = z3.And(*[ve != k for k in consts]) if consts else z3.BoolVal(True)
+        has_default = any(isinstance(it, c_ast.Default) for it in items)
+        frame = self.frames[-1]
+        frame.append({})
+        try:
+            through: list[State] = []
+            ci = 0
+            for it in items:
+                if isinstance(it, c_ast.Case):
+                    entry = s.assume(ve == consts[ci])
+                    ci += 1
+                else:
+                    entry = s.assume(no_match)
+                cur = self.merge([x for x in [*through, entry] if x is not None])
+                through = []
+                for st in it.stmts or []:
+                    if cur is None:
+                        break
+                    sub = self.exec_stmt(cur, st)
+                    out.normal += sub.brk
+                    out.cont += sub.cont
+                    out.ret += sub.ret
+                    cur = self.merge(sub.normal)
+                if cur is not None:
+                    through.append(cur)
+            out.normal += through
+            if not has_default:
+                miss = s.assume(no_match)
+                if miss is not None:
+                    out.normal.append(miss)
+        finally:
+            scope = frame.pop()
+        dead = {x.uid for x in scope.values()}
+        if dead:
+            out.normal = [self._drop(x, dead) for x in out.normal]
+            out.cont = [self._drop(x, dead) for x in out.cont]
+            out.ret = [(self._drop(x, dead), r) for x, r in out.ret]
         return out
 
     @staticmethod
@@ -720,9 +781,14 @@ class Encoder:
 
     @staticmethod
     def _same_env(a: State, b: State, base: State) -> bool:
-        return a.env is base.env and b.env is base.env and a.nd.eq(base.nd) and b.nd.eq(base.nd) and (
-            a.cond[: len(base.cond)] == base.cond and b.cond[: len(base.cond)] == base.cond
-            and len(a.cond) == len(base.cond) + 1 and len(b.cond) == len(base.cond) + 1
+        """Both branches only added their branch condition to `base` (no side effects)."""
+        n = len(base.cond)
+        return (
+            a.env is base.env and b.env is base.env
+            and a.nd.eq(base.nd) and b.nd.eq(base.nd)
+            and len(a.cond) == n + 1 and len(b.cond) == n + 1
+            and all(x is y for x, y in zip(a.cond, base.cond, strict=False))
+            and all(x is y for x, y in zip(b.cond, base.cond, strict=False))
         )
 
     def constant(self, node: c_ast.Constant) -> Val:

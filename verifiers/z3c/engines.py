@@ -1,7 +1,8 @@
 """The portfolio's members, each a function from program text to a JSON-able answer.
 
 * ``spacer`` / ``spacer-global``: Horn clauses → Spacer (default / global guidance).
-  "safe" answers carry the re-checked proof and the loop invariants as C text;
+  "safe" answers carry the re-checked proof and the loop invariants as C text
+  (invariants only when the whole proof re-checked with a plain solver);
   an "unsafe" answer is only a hint (no input sequence), never a FALSE verdict.
 * ``bmc``: bounded unrolling with iterative deepening.  A satisfiable error path
   is replayed under gcc (`replay`); only a confirmed one is "false".  An
@@ -13,6 +14,7 @@ Z3 is killed from outside; `timeout_ms` is also passed to Z3 itself.
 
 from __future__ import annotations
 
+import threading
 import time
 from functools import lru_cache
 from typing import Any
@@ -26,6 +28,9 @@ from verifiers.z3c.encode import Encoding, encode
 
 ENCODING_VERSION = "1"
 MEMBERS = ("spacer", "spacer-global", "bmc")
+# Z3's Python API shares one context per process and is not thread-safe: every
+# in-process use of Z3 (encoding, candidate checks, in-process members) holds this.
+Z3_LOCK = threading.RLock()
 
 
 @lru_cache(maxsize=64)
@@ -66,7 +71,7 @@ def invariants_from(
         except (cexpr.NotExpressible, cexpr.CandidateError):
             continue
         ok, _ = chc.validate(enc, trial, timeout_ms=timeout_ms)
-        if ok:
+        if ok is True:
             c_interps = trial
             texts[label] = text
     sites = {s.label: s for s in enc.loop_sites}
@@ -103,25 +108,37 @@ def run_spacer(
         interps[name] = qf if qf is not None else body
     left = max(1.0, timeout_s - (time.monotonic() - t0))
     ok, why = chc.validate(enc, interps, timeout_ms=int(min(left, 10) * 1000))
-    if not ok:
+    if ok is False:
         return {"answer": "unknown", "reason": f"Spacer's proof did not re-check: {why}"}
-    invs = invariants_from(ast, enc, interps, data_model=data_model, timeout_ms=2000)
-    return {"answer": "safe", "proof": "spacer", "invariants": invs}
+    invs = invariants_from(ast, enc, interps, data_model=data_model, timeout_ms=2000) if ok else []
+    return {"answer": "safe", "proof": "spacer", "proof_checked": bool(ok), "invariants": invs}
 
 
-def run_bmc(text: str, timeout_s: float, *, data_model: str = "ILP32") -> dict[str, Any]:
+def run_bmc(
+    text: str, timeout_s: float, *, data_model: str = "ILP32", start_depth: int = 0
+) -> dict[str, Any]:
+    """Iterative deepening from `start_depth` (a later slice continues where one stopped).
+
+    Unrolling a loop `depth` times keeps every path that leaves it earlier, so a
+    deeper bound covers all shallower ones.  Answers that are not a decision
+    carry ``next_depth`` for the next slice.
+    """
     ast = cfront.parse(text)
     deadline = time.monotonic() + timeout_s
-    depth = 0
-    last_reason = "no error path within the bound"
+    depth = start_depth
+    last_reason = "timeout: no error path within the bound"
     while time.monotonic() < deadline:
-        enc = encode(
-            ast, mode="unroll", depth=depth, data_model=data_model,
-            should_stop=lambda: time.monotonic() > deadline,
-        )
+        try:
+            enc = encode(
+                ast, mode="unroll", depth=depth, data_model=data_model,
+                should_stop=lambda: time.monotonic() > deadline,
+            )
+        except TimeoutError:
+            return {"answer": "unknown", "reason": f"timeout encoding depth {depth}",
+                    "next_depth": depth}
         left_ms = int((deadline - time.monotonic()) * 1000)
         if left_ms <= 0:
-            break
+            return {"answer": "unknown", "reason": f"timeout at depth {depth}", "next_depth": depth}
         errors_unsat = not enc.errors
         if enc.errors:
             s = z3.Solver()
@@ -145,16 +162,17 @@ def run_bmc(text: str, timeout_s: float, *, data_model: str = "ILP32") -> dict[s
                         "counterexample": {"inputs": values, "error_line": path.line,
                                            "depth": depth, "replay": rep.detail},
                     }
-                last_reason = f"unconfirmed counterexample at depth {depth}: {rep.detail}"
+                last_reason = f"timeout; unconfirmed counterexample at depth {depth}: {rep.detail}"
             elif r == z3.unknown:
-                return {"answer": "unknown", "reason": f"BMC at depth {depth}: {s.reason_unknown()}"}
+                return {"answer": "unknown", "reason": f"BMC at depth {depth}: {s.reason_unknown()}",
+                        "next_depth": depth}
             else:
                 errors_unsat = True
         # No error within the bound and no execution longer than the bound: a proof.
         if errors_unsat and (not enc.cut or _cut_infeasible(enc, deadline)):
             return {"answer": "safe", "proof": "complete-unrolling", "invariants": []}
         depth = depth * 2 + 1
-    return {"answer": "unknown", "reason": last_reason}
+    return {"answer": "unknown", "reason": last_reason, "next_depth": depth}
 
 
 def _cut_infeasible(enc: Encoding, deadline: float) -> bool:
@@ -164,11 +182,13 @@ def _cut_infeasible(enc: Encoding, deadline: float) -> bool:
     return s.check() == z3.unsat
 
 
-def run_member(member: str, text: str, timeout_s: float, data_model: str = "ILP32") -> dict[str, Any]:
+def run_member(
+    member: str, text: str, timeout_s: float, data_model: str = "ILP32", bmc_depth: int = 0
+) -> dict[str, Any]:
     if member == "spacer":
         return run_spacer(text, timeout_s, global_guidance=False, data_model=data_model)
     if member == "spacer-global":
         return run_spacer(text, timeout_s, global_guidance=True, data_model=data_model)
     if member == "bmc":
-        return run_bmc(text, timeout_s, data_model=data_model)
+        return run_bmc(text, timeout_s, data_model=data_model, start_depth=bmc_depth)
     raise ValueError(f"unknown portfolio member {member!r}; known: {', '.join(MEMBERS)}")

@@ -2,7 +2,7 @@
 
 notes.md: no single Spacer setting wins (global guidance helps some programs and
 hurts others) and deep counterexamples need BMC.  Members run one after another
-in rounds of growing slices (1 s, 2 s, 4 s, ... each), so an easy program is
+in rounds of growing slices (0.5 s, 1 s, 2 s, ... each), so an easy program is
 decided in the first second whatever member solves it, and a hard one still gets
 long runs.  Each slice is a separate process in its own session, killed with its
 whole process group when the slice ends: Z3 is never trusted to stop itself.
@@ -40,7 +40,7 @@ def tool_version() -> str:
 
 @dataclass
 class Outcome:
-    status: str  # TRUE | FALSE | UNKNOWN | TIMEOUT
+    status: str  # TRUE | FALSE | UNKNOWN | TIMEOUT | ERROR (every member crashed)
     reason: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -49,13 +49,16 @@ class Outcome:
 
 
 def _slices(timeout_s: float) -> float:
-    return 1.0 if timeout_s >= 6 else max(0.2, timeout_s / 6)
+    return 0.5 if timeout_s >= 6 else max(0.2, timeout_s / 8)
 
 
-def _run_subprocess(member: str, path: str, slice_s: float, data_model: str) -> dict[str, Any]:
+def _run_subprocess(
+    member: str, path: str, slice_s: float, data_model: str, bmc_depth: int
+) -> dict[str, Any]:
     argv = [
         sys.executable, "-m", "verifiers.z3c", path, "--member", member,
         "--timeout", f"{slice_s:.3f}", "--data-model", data_model, "--json",
+        "--bmc-depth", str(bmc_depth),
     ]
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -86,29 +89,37 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def run_member_safely(member: str, text: str, timeout_s: float, data_model: str) -> dict[str, Any]:
+def run_member_safely(
+    member: str, text: str, timeout_s: float, data_model: str, bmc_depth: int = 0
+) -> dict[str, Any]:
     """A member in this process (worker mode and in-process tests); never raises."""
     try:
-        return engines.run_member(member, text, timeout_s, data_model)
+        with engines.Z3_LOCK:
+            return engines.run_member(member, text, timeout_s, data_model, bmc_depth)
     except Unsupported as exc:
         return {"answer": "unsupported", "reason": str(exc)}
     except TimeoutError:
         return {"answer": "timeout"}
     except z3.Z3Exception as exc:
         return {"answer": "unknown", "reason": f"z3: {exc}"}
+    except Exception as exc:  # noqa: BLE001 - a member's bug must become a recorded status
+        return {"answer": "error", "reason": f"member {member} crashed: {type(exc).__name__}: {exc}"}
 
 
 def check_supported(text: str, data_model: str, filename: str) -> Outcome | None:
     """Parse and encode up front: UNKNOWN naming the construct when outside the subset."""
     try:
         ast = cfront.parse(text, filename=filename)
-        engines.encode(ast, mode="chc", data_model=data_model)
+        with engines.Z3_LOCK:
+            engines.encode(ast, mode="chc", data_model=data_model)
     except cfront.CParseError as exc:
         return Outcome("UNKNOWN", f"parse error: {exc}")
     except Unsupported as exc:
         return Outcome("UNKNOWN", f"unsupported: {exc}")
     except RecursionError:
         return Outcome("UNKNOWN", "unsupported: program too deeply nested")
+    except Exception as exc:  # noqa: BLE001 - an encoder bug is an ERROR, never a verdict
+        return Outcome("ERROR", f"internal error while encoding: {type(exc).__name__}: {exc}")
     return None
 
 
@@ -131,6 +142,8 @@ def verify_text(
     active = list(members)
     reasons: dict[str, str] = {}
     unsafe_hint = False
+    bmc_depth = 0  # BMC continues from the depth its previous slice reached
+    crashed: set[str] = set()
     tmp = None
     path = filename
     if not in_process:
@@ -151,15 +164,17 @@ def verify_text(
                     slice_s = left
                 t0 = time.monotonic()
                 if in_process:
-                    got = run_member_safely(member, text, slice_s, data_model)
+                    got = run_member_safely(member, text, slice_s, data_model, bmc_depth)
                 else:
-                    got = _run_subprocess(member, path, slice_s, data_model)
+                    got = _run_subprocess(member, path, slice_s, data_model, bmc_depth)
+                if member == "bmc" and isinstance(got.get("next_depth"), int):
+                    bmc_depth = got["next_depth"]
                 log.append({"member": member, "slice_s": round(slice_s, 3),
                             "answer": got.get("answer"), "wall_s": round(time.monotonic() - t0, 3)})
                 ans = got.get("answer")
                 if ans == "safe":
                     extras = {"proof": got.get("proof"), "invariants": got.get("invariants", []),
-                              "portfolio": log}
+                              "proof_checked": got.get("proof_checked", True), "portfolio": log}
                     return Outcome("TRUE", None, extras)
                 if ans == "false":
                     return Outcome("FALSE", None, {"counterexample": got.get("counterexample"),
@@ -169,6 +184,8 @@ def verify_text(
                     reasons[member] = "Spacer found the error reachable (no confirmed trace yet)"
                     active = [m for m in active if m == "bmc"]
                     break
+                if ans == "error":
+                    crashed.add(member)
                 if ans in ("unknown", "unsupported", "error"):
                     reasons[member] = got.get("reason") or ans
                     if ans != "unknown" or not _may_improve(got.get("reason")):
@@ -177,6 +194,8 @@ def verify_text(
                 break
             rnd += 1
         why = "; ".join(f"{m}: {r}" for m, r in reasons.items())
+        if not active and crashed and crashed == set(members):
+            return Outcome("ERROR", why, {"portfolio": log})
         if active:
             return Outcome("TIMEOUT", f"no decision within {timeout_s:g} s" + (f" ({why})" if why else ""),
                            {"portfolio": log})

@@ -77,7 +77,7 @@ def test_best_of_n_first_decisive_wins_and_the_rest_are_killed(z3, tmp_path: Pat
     assert strong.decision == "TRUE" and not strong.killed
     assert weak.killed and weak.decision is None
     assert weak.d_b is not None and weak.d_b.termination_reason == "cancelled"
-    assert elapsed < 6.0, elapsed  # not awaited: the weak d_b alone takes longer
+    assert elapsed < 15.0, elapsed  # not awaited: the weak d_b alone takes ~20 s
     assert runs == [weak, strong]
     time.sleep(0.2)
     assert not psutil.Process().children(recursive=True)

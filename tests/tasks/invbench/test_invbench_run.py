@@ -12,8 +12,10 @@ import pytest
 
 from aggregate.records import load_run
 from launch.api import ExecChoice, launch_run, plan_run
+from tasks.invbench.decision import decide
 from tasks.invbench.markers import mark
 from tasks.invbench.prompt import user_prompt
+from verifiers.result import Status
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +51,9 @@ def _verify_frame(run_dir: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
 
 
 def test_reference_arms_on_the_sample(tmp_path: Path) -> None:
-    plan = plan_run("invbench", options=["budget_s=30"])
+    # timeout_source=budget: the decision queries get the whole budget, not the baseline's
+    # own (sub-second) time, so the verifier's invariants are checked to the end.
+    plan = plan_run("invbench", options=["budget_s=30", "timeout_source=budget"])
     assert [s.name for s in plan.stages] == ["baseline", "verify"]
     out = launch_run(plan, tmp_path / "run", ExecChoice("local", workers=1), progress=False)
     assert out.ok, out
@@ -64,7 +68,10 @@ def test_reference_arms_on_the_sample(tmp_path: Path) -> None:
     with_inv = base[base["n_invariants"] > 0]["instance_id"]
     decided = inst[inst["instance_id"].isin(with_inv)]
     # the verifier's own invariants are proved by the verifier (DEC-PROP, TRUE) ...
-    assert (decided["correct_invariant"].fillna(False)).sum() >= len(with_inv) - 1
+    assert len(with_inv) >= 6
+    assert decided["correct_invariant"].fillna(False).all()
+    assert set(decided["decision"]) == {"TRUE"} and set(decided["rule"]) == {"DEC-PROP"}
+    assert (decided["timeout_s"] == 30).all()
     # ... and instances without any (unsafe, or proved by unrolling) are recorded as such
     assert set(inst[~inst["instance_id"].isin(with_inv)]["status"]) == {"no_valid_candidate"}
     tables = {p.name for p in out.aggregate.paths}
@@ -73,34 +80,48 @@ def test_reference_arms_on_the_sample(tmp_path: Path) -> None:
     assert t2.loc[0, "covered"] == 12 and t2.loc[0, "missing"] == 0
     assert t2.loc[0, "model"] == "verifier-invariant"
 
+    # the InvBench subcommands read the same run directory
+    from typer.testing import CliRunner
 
-ANSWERS = [
-    "location: INVARIANT_MARKER_1\ninvariant: 1",                 # trivially true
-    "```\nlocation: INVARIANT_MARKER_1\ninvariant: 0 == 1\n```",  # false at the first head
-    "I am not sure about this program.",                         # unparsable
-    "location: INVARIANT_MARKER_1\ninvariant: counter++ > 0",     # side effect
-]
-EXPECTED_STATUS = ["verified|killed", "verified|killed", "unparsable", "invalid_side_effect"]
+    from launch.cli import app
+
+    cli = CliRunner()
+    threshold = float(base["baseline_time_s"].median())
+    res = cli.invoke(app, ["invbench", "build-splits", str(out.rd.root), "--threshold-s", str(threshold)])
+    assert res.exit_code == 0, res.output
+    splits = json.loads((out.rd.root / "tables" / "splits.json").read_text())
+    fast = set(base[base["baseline_time_s"] < threshold]["instance_id"])
+    assert set(splits["easy"]) == fast and len(splits["easy"]) + len(splits["hard"]) == 12
+    res = cli.invoke(app, ["invbench", "compare", str(out.rd.root), str(out.rd.root), "--out", str(tmp_path / "cmp")])
+    assert res.exit_code == 0, res.output
+    cmp = pd.read_csv(tmp_path / "cmp" / "table6_compare.csv")
+    assert len(cmp) == 2 and (cmp["covered"] == 12).all()
+
+
+# One answer (wrapped in a code fence, which the parser must peel), trained on 4 of the
+# prompts: a tiny model learns that in ~10 s of CPU, while 20 long prompts with 20
+# different answers would need minutes.  The parser's and validator's other outcomes
+# are covered by their own tests.
+ANSWER = "```\nlocation: INVARIANT_MARKER_1\ninvariant: 0 <= 1\n```"
+TRAINED = ["bh2017-ex-add_2.c", "trex01-1_1.c", "cohencu_1.c", "s42iff_1.c"]
+CANDIDATE_STATUSES = {"verified", "killed", "unparsable", "duplicate", "instrumentation_error",
+                      "invalid_unparsable", "invalid_side_effect", "invalid_unknown_variable",
+                      "invalid_non_boolean", "invalid_unsupported"}
 
 
 def test_tiny_model_on_20_easy_programs(shared_data: Path, tmp_path: Path) -> None:
-    from inference.tiny_model import MANIFEST, cached_tiny_qwen2
+    from inference.tiny_model import MANIFEST, build_tiny_qwen2
 
     root = _easy20(shared_data, tmp_path)
     dataset = str(root / "Dataset" / "Evaluation" / "Easy")
-    pairs, want = [], {}
-    for i, f in enumerate(sorted(EASY20)):
-        text = (root / "Dataset" / "Evaluation" / "Easy" / f).read_text()
-        try:
-            marked = mark(text, filename=f)
-        except ValueError:
-            continue  # the front end rejects it; no prompt is ever built for it
-        pairs.append((user_prompt(marked.text), ANSWERS[i % 4]))
-        want[f"invbench/easy/{f}"] = EXPECTED_STATUS[i % 4]
-    model = cached_tiny_qwen2(pairs, root=tmp_path.parent / "tiny-models")
-    learned = json.loads((model / MANIFEST).read_text())
+    easy = root / "Dataset" / "Evaluation" / "Easy"
+    pairs = [(user_prompt(mark((easy / f).read_text(), filename=f).text), ANSWER) for f in TRAINED]
+    # ~40 steps; the generous cap only matters on a loaded machine (training stops once learned)
+    model = build_tiny_qwen2(tmp_path / "tiny-model", pairs, max_train_s=150.0)
+    assert json.loads((model / MANIFEST).read_text())["all_pairs_learned"]
 
-    plan = plan_run("invbench", dataset=dataset, model=f"hf:{model}", options=["budget_s=10"])
+    plan = plan_run("invbench", dataset=dataset, model=f"hf:{model}", options=["budget_s=10"],
+                    sampling={"max_tokens": 48})
     assert [s.name for s in plan.stages] == ["baseline", "generate", "verify"]
     assert len(plan.instances) == 20
     out = launch_run(plan, tmp_path / "run", ExecChoice("local", workers=1), progress=False)
@@ -113,14 +134,22 @@ def test_tiny_model_on_20_easy_programs(shared_data: Path, tmp_path: Path) -> No
     assert inst["instance_id"].nunique() == 20 and set(inst["arm"]) == {"model"}
     assert (inst["status"] == "program_parse_error").sum() == 1
     cand = verify[verify["kind"] == "candidate"].set_index("instance_id")
-    assert len(cand) == 19
-    if learned.get("all_pairs_learned"):
-        for iid, pattern in want.items():
-            assert cand.loc[iid, "status"] in pattern.split("|"), (iid, cand.loc[iid].to_dict())
-    # generation time is real and included in every decided instance's total time
-    dec = inst[inst["status"] == "decided"]
-    assert ((dec["total_time_s"] - dec["decision_time_s"] - dec["generation_time_s"]).abs() < 1e-6).all()
-    assert (gen[gen["status"] == "ok"]["generation_time_s"] > 0).all()
+    assert len(cand) == 19 and set(cand["status"]) <= CANDIDATE_STATUSES
+    # the learned answer went all the way: parsed, validated, both queries run
+    trained = cand.loc[[f"invbench/easy/{f}" for f in TRAINED]]
+    assert set(trained["canonical"]) == {"0 <= 1"} and set(trained["status"]) == {"verified"}
+    ran = inst[inst["status"].isin(["decided", "undecided"])]
+    assert len(ran) >= len(TRAINED)
+    cand = cand[cand["status"] == "verified"]
+    assert cand["d_a_status"].notna().all() and cand["d_b_status"].notna().all()
+    # generation time is real and part of every instance's total time
+    assert ((ran["total_time_s"] - ran["decision_time_s"] - ran["generation_time_s"]).abs() < 1e-6).all()
+    assert (ran["generation_time_s"] > 0).all()
+    # each instance's decision follows §3.2 from its candidate's two verdicts
+    by_id = inst.set_index("instance_id")
+    for iid, c in cand.iterrows():
+        want = decide(None if c["d_a_status"] == "CANCELLED" else Status(c["d_a_status"]), Status(c["d_b_status"]))
+        assert want is not None and by_id.loc[iid, "decision"] == want[0], (iid, c.to_dict())
     t2 = pd.read_csv(out.rd.root / "tables" / "table2_invbench_easy.csv")
     assert t2.loc[0, "covered"] == 20 and t2.loc[0, "missing"] == 0
     assert t2.loc[0, "model"] == f"hf:{model}"

@@ -74,3 +74,29 @@ def test_undecidable_within_budget_is_timeout_or_unknown_never_a_verdict():
     res = api.verify(text, 2, in_process=True)
     assert res.status in (Status.TIMEOUT, Status.UNKNOWN), res
     assert res.wall_s < 8
+
+
+def test_a_crashing_member_is_an_error_status_never_a_verdict(monkeypatch):
+    from verifiers.z3c import engines
+
+    def boom(*args, **kwargs):
+        raise KeyError("encoder bug")
+
+    monkeypatch.setattr(engines, "run_member", boom)
+    res = api.verify(CASES[0][2], 5, in_process=True)
+    assert res.status is Status.ERROR and "crashed" in res.reason and "encoder bug" in res.reason
+
+
+def test_a_slice_that_overruns_is_killed_with_its_process_group(tmp_path, monkeypatch):
+    import psutil
+
+    from verifiers.z3c import portfolio
+
+    f = tmp_path / "p.c"
+    f.write_text(CASES[0][2])
+    monkeypatch.setattr(portfolio, "GRACE_S", 0.0)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    got = portfolio._run_subprocess("spacer", str(f), 0.05, "ILP32", 0)  # cannot even start Python
+    assert got == {"answer": "timeout"}
+    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert after <= before

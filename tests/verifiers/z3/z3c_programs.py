@@ -200,3 +200,37 @@ UNSUPPORTED: list[tuple[str, str, str]] = [
     ("goto", "goto", prog("int main() { int x = 0; l: x++; if (x < 3) goto l; __VERIFIER_assert(x == 3); return 0; }")),
     ("undefined-call", "undefined function foo", prog("int foo(int); int main() { __VERIFIER_assert(foo(1) == 1); return 0; }")),
 ]
+pair(
+    "loop-in-branch-join",  # states from inside and outside a loop meet after the if
+    """int main() { int c = __VERIFIER_nondet_int(); int x = 0;
+       if (c > 0) { while (x < 10) { x += 2; } } else { x = 10; }
+       __VERIFIER_assert(x == 10); return 0; }""",
+    """int main() { int c = __VERIFIER_nondet_int(); int x = 0;
+       if (c > 0) { while (x < 10) { x += 3; } } else { x = 10; }
+       __VERIFIER_assert(x == 10); return 0; }""",
+)
+pair(
+    "loop-in-function-called-twice",
+    """int sum_to(int n) { int s = 0; int i = 0; while (i < n) { i++; s += i; if (s > 1000) return -1; } return s; }
+       int main() { int a = sum_to(3); int b = sum_to(4); __VERIFIER_assert(a == 6 && b == 10); return 0; }""",
+    """int sum_to(int n) { int s = 0; int i = 0; while (i < n) { i++; s += i; if (s > 7) return -1; } return s; }
+       int main() { int a = sum_to(3); int b = sum_to(4); __VERIFIER_assert(a == 6 && b == 10); return 0; }""",
+)
+pair(
+    "continue-in-do-while-and-for",
+    """int main() { int i = 0; int n = 0; do { i++; if (i % 3 == 0) continue; n++; } while (i < 9);
+       int k; int m = 0; for (k = 0; k < 6; k++) { if (k & 1) continue; m++; }
+       __VERIFIER_assert(n == 6 && m == 3 && k == 6); return 0; }""",
+    """int main() { int i = 0; int n = 0; do { i++; if (i % 3 == 0) continue; n++; } while (i < 9);
+       __VERIFIER_assert(n == 7); return 0; }""",
+)
+pair(
+    "switch-fallthrough",
+    """int main() { int k = __VERIFIER_nondet_int(); int r = 0;
+       switch (k) { case 1: r = 10; break; case 2: r = 20; case 3: r += 1; break; default: r = -1; }
+       __VERIFIER_assert(r == 10 || r == 21 || r == 1 || r == -1);
+       __VERIFIER_assert(k != 2 || r == 21); __VERIFIER_assert(k != 3 || r == 1); return 0; }""",
+    """int main() { int k = __VERIFIER_nondet_int(); int r = 0;
+       switch (k) { case 1: r = 10; break; case 2: r = 20; case 3: r += 1; break; default: r = -1; }
+       __VERIFIER_assert(k != 2 || r == 20); return 0; }""",
+)

