@@ -16,6 +16,7 @@ docs/invbench.md.
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -186,7 +187,7 @@ def _distribution_tables(run_dir: Path, manifest: dict[str, Any], baseline: pd.D
     for split in sorted(set(rows["split"])) if len(rows) else []:
         part = rows[rows["split"] == split]
         speed = pd.to_numeric(_col(part, "speedup"), errors="coerce")
-        out = []
+        out: list[dict[str, Any]] = []
         for lo, hi in zip(SPEEDUP_BINS, SPEEDUP_BINS[1:], strict=False):
             out.append({"speedup_from": lo, "speedup_to": hi, "instances": int(((speed >= lo) & (speed < hi)).sum())})
         out.append({"speedup_from": None, "speedup_to": None, "instances": int(speed.isna().sum()),
@@ -214,12 +215,64 @@ def _distribution_tables(run_dir: Path, manifest: dict[str, Any], baseline: pd.D
     return tables
 
 
+def _svg_bars(labels: list[str], values: list[int], title: str) -> str:
+    w, h, pad = 420, 200, 30
+    top = max(values + [1])
+    bw = (w - 2 * pad) / max(len(values), 1)
+    parts = [f'<svg width="{w}" height="{h + 40}" xmlns="http://www.w3.org/2000/svg">',
+             f'<text x="{pad}" y="14" font-size="12">{html.escape(title)}</text>']
+    for i, (lab, v) in enumerate(zip(labels, values, strict=True)):
+        bh = (h - pad) * v / top
+        x, y = pad + i * bw, h - bh
+        parts.append(f'<rect x="{x + 2:.1f}" y="{y:.1f}" width="{bw - 4:.1f}" height="{bh:.1f}" fill="#4a7ebb"/>')
+        parts.append(f'<text x="{x + bw / 2:.1f}" y="{y - 3:.1f}" font-size="10" text-anchor="middle">{v}</text>')
+        parts.append(f'<text x="{x + bw / 2:.1f}" y="{h + 14}" font-size="9" text-anchor="middle">'
+                     f"{html.escape(lab)}</text>")
+    return "".join(parts) + "</svg>"
+
+
+def _svg_lines(xs: list[float], series: dict[str, list[int]], title: str) -> str:
+    w, h, pad = 420, 200, 30
+    top = max([max(v) for v in series.values() if v] + [1])
+    n = max(len(xs) - 1, 1)
+    parts = [f'<svg width="{w}" height="{h + 40}" xmlns="http://www.w3.org/2000/svg">',
+             f'<text x="{pad}" y="14" font-size="12">{html.escape(title)}</text>']
+    for (name, ys), color in zip(series.items(), ("#4a7ebb", "#d9822b"), strict=False):
+        pts = " ".join(f"{pad + i * (w - 2 * pad) / n:.1f},{h - (h - pad) * y / top:.1f}" for i, y in enumerate(ys))
+        parts.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
+        parts.append(f'<text x="{w - pad}" y="{h - (h - pad) * ys[-1] / top - 4:.1f}" font-size="10" '
+                     f'text-anchor="end" fill="{color}">{html.escape(name)}</text>')
+    for i, x in enumerate(xs):
+        parts.append(f'<text x="{pad + i * (w - 2 * pad) / n:.1f}" y="{h + 14}" font-size="9" '
+                     f'text-anchor="middle">{x:g}s</text>')
+    return "".join(parts) + "</svg>"
+
+
+def plots_html(tables: list[Table]) -> str:
+    """One HTML page with the speedup distribution and solved-vs-budget plots (inline SVG)."""
+    body = []
+    for t in tables:
+        f = t.frame
+        if t.key.startswith("speedup_distribution_") and len(f):
+            labels = [f"[{a:g},{b:g})" if pd.notna(a) else "none" for a, b in zip(f["speedup_from"], f["speedup_to"], strict=True)]
+            body.append(_svg_bars(labels, [int(v) for v in f["instances"]], t.title))
+        elif t.key.startswith("solved_vs_budget_") and len(f):
+            body.append(_svg_lines([float(x) for x in f["budget_s"]],
+                                   {"baseline": [int(v) for v in f["baseline_solved"]],
+                                    "arm": [int(v) for v in f["arm_solved"]]}, t.title))
+    return "<!doctype html><html><body><h2>InvBench plots</h2>\n" + "\n".join(body) + "\n</body></html>\n"
+
+
 def build_tables(run_dir: Path, manifest: dict[str, Any], stages: dict[str, pd.DataFrame]) -> list[Table]:
-    """All InvBench tables of one run."""
+    """All InvBench tables of one run; also writes ``tables/invbench_plots.html`` (two plots)."""
     baseline = stages.get("baseline", pd.DataFrame())
     verify = stages.get("verify", pd.DataFrame())
     tables = [*_speedup_table(run_dir, manifest, verify), *_solved_table(run_dir, manifest, baseline, verify)]
-    return tables + _distribution_tables(run_dir, manifest, baseline, verify)
+    tables += _distribution_tables(run_dir, manifest, baseline, verify)
+    out = run_dir / "tables"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "invbench_plots.html").write_text(plots_html(tables), encoding="utf-8")
+    return tables
 
 
 def compare_runs(runs: list[tuple[str, Path, dict[str, Any], dict[str, pd.DataFrame]]]) -> Table:

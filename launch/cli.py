@@ -22,12 +22,14 @@ import importlib
 import json
 import pkgutil
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table as RichTable
 
 from tasks.base import DatasetError, UnknownNameError, get_task, task_names
@@ -48,7 +50,7 @@ from .manifest import RunConflictError
 from .plan import Plan, PlanError
 from .profiles import ProfileError
 from .rundir import RunDir, RunNotFoundError, resolve_run
-from .status import run_state
+from .status import RunState, run_state
 
 SHARD_STATES = ("done", "running", "pending", "failed")
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INPUT, EXIT_CLUSTER, EXIT_IN_PROGRESS = 0, 1, 2, 3, 4
@@ -165,8 +167,8 @@ def _task_app(name: str) -> typer.Typer:
         runs_dir: RunsDirOpt = None,
         run_name: Annotated[str | None, typer.Option(help="Directory name for the run "
                                                      "(default: the run id).")] = None,
-        workers: Annotated[int | None, typer.Option(help="Local executor: parallel shard "
-                                                    "processes (default: CPU count).")] = None,
+        workers: Annotated[int | None, typer.Option(help="Local executor: CPUs for shard "
+                                                    "processes (default: all of them).")] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan, submit "
                                               "nothing.")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or "
@@ -208,18 +210,48 @@ def _load(run: str, runs_dir: Path | None) -> RunDir:
     return guarded(lambda: resolve_run(run, runs_dir))
 
 
+def _status_table(st: RunState) -> RichTable:
+    t = RichTable(title=f"run {st.manifest['run_id']} ({st.rd.root})")
+    for head in ("stage", "shards", "done", "running", "pending", "failed", "instances done"):
+        t.add_column(head, justify="right" if head != "stage" else "left")
+    for name, col in st.shards.items():
+        c = st.counts(name)
+        t.add_row(name, str(len(col)), str(c["done"]), str(c["running"]), str(c["pending"]),
+                  f"[red]{c['failed']}[/]" if c["failed"] else "0",
+                  f"{sum(s.recorded for s in col)}/{sum(s.instances for s in col)}")
+    agg = st.aggregate.get("status")
+    t.add_row("aggregate", "1", "1" if agg == "complete" else "0", "0",
+              "0" if agg == "complete" else "1", "0", agg or "not run")
+    return t
+
+
+def _in_progress(st: RunState) -> bool:
+    return any(s.state in ("running", "pending") and (s.state == "running" or s.job_state)
+               for col in st.shards.values() for s in col)
+
+
 @app.command()
 def status(run: RunArg, runs_dir: RunsDirOpt = None,
            as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
            live: Annotated[bool, typer.Option(help="Ask squeue/sacct for live job "
-                                              "states.")] = True) -> None:
+                                              "states.")] = True,
+           watch: Annotated[float | None, typer.Option(
+               help="Refresh every SECONDS until nothing runs or is queued.")] = None) -> None:
     """Per stage: shards done/running/pending/failed and instances done (from the run dir)."""
     rd = _load(run, runs_dir)
     st = guarded(lambda: run_state(rd, live=live))
+    if watch and not as_json:
+        with Live(_status_table(st), console=out, refresh_per_second=4) as view:
+            while _in_progress(st):
+                time.sleep(max(0.5, watch))
+                st = run_state(rd, live=live)
+                view.update(_status_table(st))
+        out.print()
     if as_json:
         print(json.dumps({
             "run_id": st.manifest["run_id"], "run_dir": str(rd.root), "complete": st.complete,
-            "stages": {name: {**{k: st.counts(name)[k] for k in SHARD_STATES}, "instances": sum(s.instances for s in col),
+            "stages": {name: {**{k: st.counts(name)[k] for k in SHARD_STATES}, "instances":
+                              sum(s.instances for s in col),
                               "instances_done": sum(s.recorded for s in col)}
                        for name, col in st.shards.items()},
             "failed": [{"stage": s.stage, "shard": s.shard, "reason": s.reason, "job": s.job}
@@ -227,17 +259,8 @@ def status(run: RunArg, runs_dir: RunsDirOpt = None,
             "aggregate": st.aggregate.get("status", "not run"),
         }, indent=2))
     else:
-        t = RichTable(title=f"run {st.manifest['run_id']} ({rd.root})")
-        for col in ("stage", "shards", "done", "running", "pending", "failed", "instances done"):
-            t.add_column(col, justify="right" if col != "stage" else "left")
-        for name, col in st.shards.items():
-            c = st.counts(name)
-            t.add_row(name, str(len(col)), str(c["done"]), str(c["running"]), str(c["pending"]),
-                      f"[red]{c['failed']}[/]" if c["failed"] else "0",
-                      f"{sum(s.recorded for s in col)}/{sum(s.instances for s in col)}")
-        t.add_row("aggregate", "1", *(["1", "0", "0", "0"] if st.aggregate.get("status") ==
-                                      "complete" else ["0", "0", "1", "0"]), "-")
-        out.print(t)
+        if not watch:
+            out.print(_status_table(st))
         for s in st.failed()[:20]:
             out.print(f"[red]failed[/] {s.stage}/{s.shard}"
                       + (f" (job {s.job})" if s.job else "") + f": {s.reason}", highlight=False)
@@ -254,7 +277,7 @@ def resume(run: RunArg, runs_dir: RunsDirOpt = None,
                                                         "last launched).")] = None,
            profile: Annotated[str | None, typer.Option(help="SLURM profile.")] = None,
            partition: Annotated[list[str] | None, typer.Option(help="Partition override.")] = None,
-           workers: Annotated[int | None, typer.Option(help="Local parallel shards.")] = None,
+           workers: Annotated[int | None, typer.Option(help="Local executor: CPUs to use.")] = None,
            quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False) -> None:
     """Re-run only the incomplete (stage, shard) pairs; a complete run is a no-op."""
     rd = _load(run, runs_dir)

@@ -25,12 +25,16 @@ def verifier_names() -> list[str]:
     return sorted(_TOOLS)
 
 
-def _unknown(what: str, name: str, known: list[str]) -> Exception:
-    # Imported here, not at module level: `tasks` imports `verifiers`, so a
-    # module-level import of `tasks.base` would be circular.
-    from tasks.base import UnknownNameError
+class UnknownToolError(LookupError):
+    """An unknown verifier or runtime was asked for; the message lists the known ones.
 
-    return UnknownNameError(f"unknown {what} {name!r}; known: {', '.join(known)}")
+    Defined here rather than shared with `tasks`, because `verifiers` imports nothing
+    of ours; callers that want one except-clause for every unknown name catch `LookupError`.
+    """
+
+
+def _unknown(what: str, name: str, known: list[str]) -> Exception:
+    return UnknownToolError(f"unknown {what} {name!r}; known: {', '.join(known)}")
 
 
 def get_tool(name: str) -> Tool:
@@ -56,7 +60,7 @@ def get_verifier(
 ) -> Verifier:
     """The verifier `name` on `runtime`; results cached under `cache_dir` when given.
 
-    Raises `UnknownNameError` for an unknown name or runtime; a tool that is not
+    Raises `UnknownToolError` for an unknown name or runtime; a tool that is not
     installed raises `ToolNotFoundError` only when it is first used (`version`,
     `run`, `start`), so listing and planning work on machines without it.
     """

@@ -73,7 +73,7 @@ def build_cmd(
     """Build images with apptainer and record their sha256 in the lock file."""
     from containers.definitions import load_definitions
     from containers.images import ApptainerMissing, build, images_dir
-    from tasks.base import UnknownNameError
+    from verifiers.registry import UnknownToolError
 
     d = images_dir(directory)
     try:
@@ -82,7 +82,7 @@ def build_cmd(
             out.print(f"built {d / entry['sif']} sha256 {entry['sha256']}", highlight=False)
             for u in entry["unpinned"]:
                 out.print(f"  UNPINNED: {u}", highlight=False)
-    except (ApptainerMissing, UnknownNameError) as e:
+    except (ApptainerMissing, UnknownToolError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         raise typer.Exit(2) from None
     except subprocess.CalledProcessError as e:

@@ -52,19 +52,22 @@ def gres_for(gres: str | None, gpus: int) -> str | None:
 
 
 def serve_job_argv(serve_dir: Path, model: str, *, backend: str, tp: int, nodes: int,
-                   heartbeat_s: float, idle_exit_s: float | None, python: str | None = None) -> list[str]:
+                   heartbeat_s: float, idle_exit_s: float | None, python: str | None = None,
+                   vllm_args: str = "") -> list[str]:
     argv = [python or sys.executable, "-m", "inference.serve_job", "--serve-dir", str(serve_dir),
             "--model", model, "--backend", backend, "--tp", str(tp), "--nodes", str(nodes),
             "--heartbeat-s", f"{heartbeat_s:g}"]
     if idle_exit_s:
         argv += ["--idle-exit-s", f"{idle_exit_s:g}"]
+    if vllm_args:
+        argv += ["--vllm-args", vllm_args]
     return argv
 
 
 def build_sbatch_script(serve_dir: Path, model: str, profile: Any, *, tp: int = 1, nodes: int = 1,
                         backend: str = "auto", time_min: int | None = None,
                         heartbeat_s: float = 10.0, idle_exit_s: float | None = None,
-                        python: str | None = None) -> str:
+                        python: str | None = None, vllm_args: str = "") -> str:
     """The batch script of a serve job, from the profile's ``gpu`` partition entry.
 
     TP workers share a node, so the job asks for `tp` GPUs per node on `nodes` nodes.  The
@@ -92,7 +95,8 @@ def build_sbatch_script(serve_dir: Path, model: str, profile: Any, *, tp: int = 
     lines += [f"#SBATCH --{k}={v}" for k, v in opts if v not in (None, "")]
     lines += ["set -euo pipefail", *profile.setup, f"export VERIBATCH_SERVE_DIR={shlex.quote(str(serve_dir))}"]
     argv = serve_job_argv(serve_dir, model, backend=backend, tp=tp, nodes=nodes,
-                          heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s, python=python)
+                          heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s, python=python,
+                          vllm_args=vllm_args)
     lines.append("exec " + shlex.join(argv))
     return "\n".join(lines) + "\n"
 
@@ -102,10 +106,10 @@ def _write_serve_file(serve_dir: Path, info: dict[str, Any]) -> None:
 
 
 def start_local(serve_dir: Path, model: str, *, backend: str, tp: int, heartbeat_s: float,
-                idle_exit_s: float | None) -> subprocess.Popen:
+                idle_exit_s: float | None, vllm_args: str = "") -> subprocess.Popen:
     """Start the serve job as a detached process on this machine (survives this command)."""
     argv = serve_job_argv(serve_dir, model, backend=backend, tp=tp, nodes=1,
-                          heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s)
+                          heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s, vllm_args=vllm_args)
     argv += ["--host", "127.0.0.1"]
     log = (serve_dir / "serve.log").open("ab")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -173,6 +177,7 @@ def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:
         wait: Annotated[bool, typer.Option(help="wait until the endpoint is healthy")] = True,
         timeout: Annotated[float, typer.Option(help="seconds to wait for the endpoint")] = 1800.0,
         dry_run: Annotated[bool, typer.Option(help="print the job script (or command) and stop")] = False,
+        vllm_args: Annotated[str, typer.Option(help="extra `vllm serve` arguments, one quoted string")] = "",
     ) -> None:
         """Serve MODEL as an OpenAI-compatible endpoint; prints its URL when healthy."""
         from inference.serve_job import wait_for_endpoint
@@ -189,21 +194,24 @@ def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:
 
                 typer.echo(build_sbatch_script(serve_dir, model, load_profile(profile), tp=tp, nodes=nodes,
                                                backend=backend, time_min=time_limit,
-                                               heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s), nl=False)
+                                               heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s,
+                                               vllm_args=vllm_args), nl=False)
             else:
                 typer.echo(shlex.join(serve_job_argv(serve_dir, model, backend=backend, tp=tp, nodes=1,
-                                                     heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s)))
+                                                     heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s,
+                                                     vllm_args=vllm_args)))
             return
         serve_dir.mkdir(parents=True, exist_ok=True)
         proc = None
         try:
             if executor == "slurm":
                 job = submit_slurm(serve_dir, model, profile, tp=tp, nodes=nodes, backend=backend,
-                                   time_min=time_limit, heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s)
+                                   time_min=time_limit, heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s,
+                                   vllm_args=vllm_args)
                 typer.echo(f"submitted serve job {job}; serve dir {serve_dir}")
             else:
                 proc = start_local(serve_dir, model, backend=backend, tp=tp, heartbeat_s=heartbeat_s,
-                                   idle_exit_s=idle_exit_s)
+                                   idle_exit_s=idle_exit_s, vllm_args=vllm_args)
                 typer.echo(f"started local server (pid {proc.pid}); serve dir {serve_dir}")
             if not wait:
                 return

@@ -41,9 +41,8 @@ def verify_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run one verifier query and print its verdict (exit 0 whatever the verdict)."""
-    from tasks.base import UnknownNameError
     from verifiers.base import Query
-    from verifiers.registry import get_verifier
+    from verifiers.registry import UnknownToolError, get_verifier
     from verifiers.result import Limits
 
     try:
@@ -56,7 +55,7 @@ def verify_cmd(
                       data_model=data_model)
         logs = log_dir or Path(tempfile.mkdtemp(prefix="veribatch-verify-"))
         result = verifier.run(query, Limits(wall_s=timeout, memory_mb=memory), logs)
-    except (UnknownNameError, FileNotFoundError, ValueError) as e:  # ToolNotFoundError included
+    except (UnknownToolError, FileNotFoundError, ValueError) as e:  # ToolNotFoundError included
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         raise typer.Exit(EXIT_CANNOT_RUN) from None
     if as_json:

@@ -1,7 +1,8 @@
 """The local executor: every shard in its own process on this machine, as SLURM would.
 
 Shards are pipelined: shard k of a stage starts as soon as shard k of every
-stage it needs has finished, with at most `workers` shard processes at a time.
+stage it needs has finished, while the running shards' `cpus_per_task` fit in
+`workers` CPUs (default: all of this machine's).
 Progress is read from the ledgers (what is recorded is what counts), so the bars
 show exactly what a resume would keep.
 """
@@ -61,6 +62,9 @@ class LocalExecutor(Executor):
                *, aggregate: bool) -> SubmitResult:
         stages = [s for s in manifest["stages"] if s.get("added_by") != "launch"]
         needs = {s["name"]: list(s["needs"]) for s in stages}
+        # `workers` is a CPU budget: a shard of a stage declaring cpus_per_task=2 takes two.
+        cost = {s["name"]: max(1, min(self.workers, int(s.get("cpus_per_task", 1))))
+                for s in stages}
         order = [s["name"] for s in stages]
         from ..instances import read_spans
 
@@ -100,9 +104,9 @@ class LocalExecutor(Executor):
                             settle(key, started_with.pop(key))
                             (ok.add(key) if proc.returncode == 0 else failed.append(key))
                     for key in list(waiting):
-                        if len(running) >= self.workers:
-                            break
                         st, k = key
+                        if sum(cost[r[0]] for r in running) + cost[st] > self.workers:
+                            break
                         ups = [(u, k) for u in needs[st]]
                         if any(u in failed or u in blocked for u in ups):
                             waiting.remove(key)

@@ -109,8 +109,9 @@ class SlurmExecutor(Executor):
         extra.update(spec.sbatch)
         params: dict[str, Any] = {
             "job_name": job_name, "time": minutes,
-            "cpus_per_task": spec.cpus_per_task or stage["cpus_per_task"],
-            "mem": f"{int((spec.mem_gb or stage['mem_gb']) * 1024)}M",
+            # The profile's cpus/mem are floors: a stage that declares more gets more.
+            "cpus_per_task": max(spec.cpus_per_task or 1, int(stage["cpus_per_task"])),
+            "mem": f"{int(max(spec.mem_gb or 0, float(stage['mem_gb'])) * 1024)}M",
             "signal_delay_s": self.profile.signal_delay_s,
             "array_parallelism": parallelism,
             "setup": list(self.profile.setup) + [f"export VERIBATCH_RUN_DIR={rd.root.resolve()}"],

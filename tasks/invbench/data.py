@@ -163,7 +163,7 @@ def load_split(
     files = sorted(folder.glob("*.c"))
     if not files:
         raise DatasetError(f"{folder}: no .c programs")
-    instances = []
+    instances: list[Instance] = []
     for path in files:
         if limit is not None and len(instances) >= limit:
             break

@@ -14,7 +14,9 @@ from typing import Any
 
 def build_splits(baseline: Iterable[dict[str, Any]], *, threshold_s: float = 30.0) -> dict[str, Any]:
     """{"easy": [...], "hard": [...], "unsolved": [...], "verdicts": {...}} from baseline records."""
-    easy, hard, unsolved = [], [], []
+    easy: list[str] = []
+    hard: list[str] = []
+    unsolved: list[str] = []
     verdicts: dict[str, str] = {}
     budget = None
     for rec in baseline:

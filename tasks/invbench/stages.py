@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 ARM_MODEL = "model"
 ARM_VERIFIER = "verifier-invariant"
+ENGINE_ERROR = "engine error"
 
 
 def _safe_name(instance_id: str) -> str:
@@ -200,7 +202,7 @@ def _candidates_from_model(gen: list[Record], labels: list[int]) -> list[tuple[i
     out: list[tuple[int, str, Answer | str]] = []
     for r in sorted(gen, key=lambda r: r.get("sample_index", 0)):
         if r.get("status") != "ok":
-            out.append((int(r.get("sample_index", -1)), r.get("text") or "", f"engine error: {r.get('error')}"))
+            out.append((int(r.get("sample_index", -1)), r.get("text") or "", f"{ENGINE_ERROR}: {r.get('error')}"))
             continue
         parsed = parse_answer(r["text"], labels)
         out.append((int(r["sample_index"]), r["text"], parsed if isinstance(parsed, Answer) else parsed.reason))
@@ -282,7 +284,7 @@ def verify_instance(
                        "sample_index": index, "answer": text[:4000]}
         cand_recs.append(rec)
         if not isinstance(parsed, Answer):
-            rec.update(status="unparsable", reason=parsed)
+            rec.update(status="engine_error" if parsed.startswith(ENGINE_ERROR) else "unparsable", reason=parsed)
             continue
         rec.update(label=parsed.label, predicate=parsed.predicate)
         checked = validate(parsed.predicate, marked.scopes[parsed.label])
@@ -356,22 +358,27 @@ def run_verify(instances: list[Instance], ctx: StageContext) -> Iterator[Instanc
     generated = ctx.upstream("generate") if config.model else {}
     verifier = _verifier(config)
     for inst in instances:
-        base = (baseline.get(inst.id) or [None])[0]
+        found = baseline.get(inst.id)
+        base = found[0] if found else None
         recs = verify_instance(inst, base, generated.get(inst.id), ctx, verifier)
         ctx.progress()
         yield InstanceResult(inst.id, recs)
 
 
 def build_stages(config: RunConfig) -> list[Stage]:
+    """Stage resources are floors (a SLURM profile may raise them): one verifier process in
+    `baseline`, 2·N concurrent queries (d_a ∥ d_b per candidate) in `verify`."""
     budget = float(config.options.get("budget_s", 600.0))
-    n = int(config.options.get("n_samples", 1))
-    stages = [Stage("baseline", "cpu", run_baseline, cpus_per_task=1, mem_gb=8, seconds_per_instance=budget)]
+    n = int(config.options.get("n_samples", 1)) if config.model else 1
+    query_gb = max(1, math.ceil(int(config.options.get("memory_mb", 4096)) / 1024))
+    stages = [Stage("baseline", "cpu", run_baseline, cpus_per_task=1, mem_gb=query_gb,
+                    seconds_per_instance=budget)]
+    needs: tuple[str, ...] = ("baseline",)
     if config.model:
-        stages.append(Stage("generate", "gpu", run_generate, gpus_per_task=1, cpus_per_task=4,
-                            mem_gb=32, seconds_per_instance=30.0))
-        stages.append(Stage("verify", "cpu", run_verify, needs=("baseline", "generate"),
-                            cpus_per_task=min(2 * n, 32), mem_gb=8, seconds_per_instance=budget))
-    else:
-        stages.append(Stage("verify", "cpu", run_verify, needs=("baseline",), cpus_per_task=2,
-                            mem_gb=8, seconds_per_instance=budget))
+        gpus = int(config.options.get("gpus_per_task", 1))
+        stages.append(Stage("generate", "gpu", run_generate, gpus_per_task=gpus, cpus_per_task=1,
+                            mem_gb=2, seconds_per_instance=30.0))
+        needs = ("baseline", "generate")
+    stages.append(Stage("verify", "cpu", run_verify, needs=needs, cpus_per_task=min(2 * n, 32),
+                        mem_gb=min(2 * n * query_gb, 64), seconds_per_instance=budget))
     return stages

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from inference import open_engine
 from inference.cache import CACHE_FILE, CachingEngine, CompletionCache
 from inference.records import request_key
@@ -48,7 +50,9 @@ def test_torn_line_is_skipped_and_errors_are_not_cached(tmp_path: Path, chat_req
 
 SHARD = textwrap.dedent("""
     import sys, time
-    from inference import open_engine
+    import pytest
+
+from inference import open_engine
     from inference.types import Message, Request, Sampling
     engine = open_engine("hf:" + sys.argv[1], cache_dir=sys.argv[2])
     for i in range(int(sys.argv[3])):
@@ -60,6 +64,7 @@ SHARD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_killed_shard_resumes_without_reasking(tmp_path: Path, tiny_model: Path, hf_engine) -> None:
     from inference.types import Message, Request, Sampling
 

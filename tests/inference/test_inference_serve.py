@@ -36,8 +36,35 @@ def launch(*args: str, timeout: float = 120, env: dict | None = None) -> subproc
                           timeout=timeout, env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
-def test_sbatch_script_from_a_multi_partition_profile(tmp_path: Path) -> None:
-    script = build_sbatch_script(tmp_path, "vllm:Qwen/Qwen2.5-72B-Instruct", load_profile("example-cluster"),
+PROFILE = """
+account: proj-verif-123
+qos: normal
+setup:
+  - module load apptainer/1.3
+  - source /shared/envs/veribatch/bin/activate
+partitions:
+  cpu: {partition: cpu-long}
+  gpu:
+    partition: a100
+    time: "1-00:00:00"
+    mem_gb: 128
+    cpus_per_task: 16
+    gres: "gpu:4"
+    qos: gpu-normal
+    constraint: a100_80gb
+    sbatch: {exclusive: user}
+"""
+
+
+@pytest.fixture
+def cluster_profile(tmp_path: Path) -> Path:
+    path = tmp_path / "my-cluster.yaml"
+    path.write_text(PROFILE)
+    return path
+
+
+def test_sbatch_script_from_a_multi_partition_profile(tmp_path: Path, cluster_profile: Path) -> None:
+    script = build_sbatch_script(tmp_path, "vllm:Qwen/Qwen2.5-72B-Instruct", load_profile(str(cluster_profile)),
                                  tp=4, nodes=2, idle_exit_s=600, python="/venv/bin/python")
     lines = script.splitlines()
     assert lines[0] == "#!/bin/bash"
@@ -59,13 +86,13 @@ def test_sbatch_script_from_a_multi_partition_profile(tmp_path: Path) -> None:
 def test_sbatch_script_for_the_test_cluster_has_no_gres(tmp_path: Path) -> None:
     script = build_sbatch_script(tmp_path, "hf:/m", load_profile("local-test"), time_min=15)
     assert "#SBATCH --partition=gpu" in script and "--gres" not in script
-    assert "#SBATCH --time=15" in script and "#SBATCH --mem=2048M" in script
+    assert "#SBATCH --time=15" in script
     assert gres_for("gpu:a100:1", 4) == "gpu:a100:4" and gres_for("gpu", 2) == "gpu:2"
     assert gres_for(None, 4) is None
 
 
-def test_dry_run_prints_without_submitting(tmp_path: Path) -> None:
-    r = launch("serve", "hf:/m", "--profile", "example-cluster", "--tp", "4",
+def test_dry_run_prints_without_submitting(tmp_path: Path, cluster_profile: Path) -> None:
+    r = launch("serve", "hf:/m", "--profile", str(cluster_profile), "--tp", "4",
                "--run-dir", str(tmp_path / "s"), "--dry-run")
     assert r.returncode == 0, r.stderr
     assert "#SBATCH --gres=gpu:4" in r.stdout and not (tmp_path / "s").exists()
@@ -80,8 +107,10 @@ def test_backend_choice_and_vllm_command() -> None:
         with pytest.raises(MissingExtraError, match=r"veribatch\[gpu\]"):
             resolve_backend("vllm:Qwen/Q", "vllm")
     assert resolve_backend("hf:/m") == ("http", "hf:/m")
-    assert vllm_serve_command("Qwen/Q", host="0.0.0.0", port=8000, tp=4, nodes=2, served_name="q") == [
-        "vllm", "serve", "Qwen/Q", "--host", "0.0.0.0", "--port", "8000", "--tensor-parallel-size", "4",
+    assert vllm_serve_command("Qwen/Q", host="0.0.0.0", port=8000, tp=4, nodes=2, served_name="q",
+                              python="/venv/bin/python") == [
+        "/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "Qwen/Q",
+        "--host", "0.0.0.0", "--port", "8000", "--tensor-parallel-size", "4",
         "--pipeline-parallel-size", "2", "--distributed-executor-backend", "ray",
         "--served-model-name", "q"]
     assert job_port({"SLURM_JOB_ID": "321"}) == ports_for_job(321).gcs + 10

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from inference.hf import HFEngine
 from inference.tiny_model import MANIFEST, cached_tiny_qwen2, pairs_hash
 
@@ -23,6 +25,7 @@ INVBENCH_PAIRS = [
 ]
 
 
+@pytest.mark.slow
 def test_builds_on_invbench_style_pairs_and_answers_them_greedily(tmp_path: Path, chat_request) -> None:
     chat = chat_request
     t0 = time.perf_counter()

@@ -55,3 +55,36 @@ def test_greedy_tokens_equal_hf(tiny_model: Path, hf_engine, tiny_pairs, chat_re
         assert g[0].prompt_tokens == w[0].prompt_tokens
         assert g[0].engine == "vllm" and g[0].model_revision == w[0].model_revision
     engine.close()
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_serve_job_with_the_vllm_backend(tmp_path: Path, tiny_model: Path, tiny_pairs, chat_request) -> None:
+    """vLLM's own OpenAI server behind the serve job: healthy, exact answers, clean stop."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("vllm")
+    from inference import open_engine
+    from inference.serve_job import EXIT, STOP, wait_for_endpoint
+
+    d = tmp_path / "serve"
+    d.mkdir()
+    with (d / "serve.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "inference.serve_job", "--serve-dir", str(d), "--model",
+             f"vllm:{tiny_model}", "--backend", "vllm", "--host", "127.0.0.1", "--heartbeat-s", "1",
+             "--vllm-args", "--dtype float32 --max-model-len 512 --enforce-eager"],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
+    try:
+        ep = wait_for_endpoint(d, 400, proc=proc)
+        assert ep["backend"] == "vllm"
+        engine = open_engine(f"openai:{ep['model']}", base_url=ep["url"])
+        out = engine.generate([chat_request(p, f"r{i}") for i, (p, _) in enumerate(tiny_pairs)])
+        assert [c[0].text for c in out] == [a for _, a in tiny_pairs]
+        (d / STOP).write_text("")
+        assert proc.wait(60) == 0
+        assert (d / EXIT).exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()

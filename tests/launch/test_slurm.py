@@ -18,10 +18,9 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 from launch.executors.slurm import SlurmExecutor, chunks
+from launch.jobs import _expand
 
 from .conftest import launch, only_run_dir, stage_records, status_json, wait_until
-
-pytestmark = []
 
 
 def _job_ids(rd):
@@ -52,6 +51,9 @@ def test_dependency_strings_and_chunking():
     assert SlurmExecutor._dependency(["work"], arrays, 0, [0, 1, 2, 3]) == "afterany:10:11"
     assert SlurmExecutor._dependency(["work"], {}, 0, [0]) is None
     assert chunks(list(range(7)), 3) == [[0, 1, 2], [3, 4, 5], [6]]
+    # squeue/sacct spell pending array ranges compactly
+    assert _expand("12_[0-2,5%4]") == ["12_0", "12_1", "12_2", "12_5"]
+    assert _expand("12_3") == ["12_3"] and _expand("13") == ["13"]
 
 
 @pytest.mark.slurm
@@ -142,7 +144,9 @@ def test_usr2_before_time_limit_requeues_and_keeps_the_ledger(slurm_cluster, tmp
     # SLURM holds a requeued job ~2 minutes (BeginTime); skip that wait, not the requeue.
     wait_until(requeued, 60, "submitit to requeue the job")
     subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
-    wait_until(lambda: not _active(rd), 120, "the requeued job and the rest of the run")
+    watched = launch("status", str(rd), "--watch", "1", timeout=180)  # returns when all ran
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    wait_until(lambda: not _active(rd), 120, "the aggregate job")
     stats = json.loads((rd / "shards/work/0/stats.json").read_text())
     assert stats["attempt"] == 2 and stats["resumed_from_ledger"] >= 2
     assert stats["slurm_job"] == job  # the same job, requeued — not a new submission

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.base import UnknownNameError
 from verifiers.base import Query, Tool, ToolNotFoundError
-from verifiers.registry import get_verifier, verifier_names
+from verifiers.registry import UnknownToolError, get_verifier, verifier_names
 from verifiers.result import Limits, Status
 from verifiers.verifier import Verifier
 
@@ -96,9 +95,9 @@ def test_parallel_start_and_kill_the_rest(tmp_path: Path, shell_tool: Tool) -> N
 
 def test_registry_names_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert {"z3", "uautomizer", "dafny", "judge"} <= set(verifier_names())
-    with pytest.raises(UnknownNameError, match="known: .*dafny.*judge.*uautomizer"):
+    with pytest.raises(UnknownToolError, match="known: .*dafny.*judge.*uautomizer"):
         get_verifier("cbmc")
-    with pytest.raises(UnknownNameError, match="runtime"):
+    with pytest.raises(UnknownToolError, match="runtime"):
         get_verifier("judge", runtime="docker")
     monkeypatch.delenv("VERIBATCH_UAUTOMIZER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))

@@ -748,7 +748,7 @@ class Encoder:
             s, c = self.eval(state, node.cond)
             if s is None:
                 return None, dummy
-            cb = z3.simplify(c.as_bool())
+            cb = c.as_bool()
             ts, tv = self.eval(s.assume(cb), node.iftrue) if not z3.is_false(cb) else (None, None)
             fs, fv = self.eval(s.assume(z3.Not(cb)), node.iffalse) if not z3.is_true(cb) else (None, None)
             if ts is None and fs is None:
@@ -901,7 +901,7 @@ class Encoder:
             s, a = self.eval(state, node.left)
             if s is None:
                 return None, a
-            ab = z3.simplify(a.as_bool())
+            ab = a.as_bool()  # no simplify here: quadratic on long && chains
             if _is_simple(node.right):
                 _, b = self.eval(s, node.right)
                 bb = b.as_bool()
@@ -1122,13 +1122,22 @@ def _int_value(e: z3.ExprRef) -> int | None:
 _SIDE_EFFECT_OPS = {"++", "--", "p++", "p--"}
 
 
+_SIMPLE: dict[int, tuple[c_ast.Node, bool]] = {}
+
+
 def _is_simple(node: c_ast.Node) -> bool:
-    """No calls, assignments or increments: safe to evaluate unconditionally."""
-    if isinstance(node, c_ast.FuncCall | c_ast.Assignment):
-        return False
-    if isinstance(node, c_ast.UnaryOp) and node.op in _SIDE_EFFECT_OPS:
-        return False
-    return all(_is_simple(c) for _, c in node.children())
+    """No calls, assignments or increments: safe to evaluate unconditionally (memoised)."""
+    hit = _SIMPLE.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    side_effect = isinstance(node, c_ast.FuncCall | c_ast.Assignment) or (
+        isinstance(node, c_ast.UnaryOp) and node.op in _SIDE_EFFECT_OPS
+    )
+    result = not side_effect and all(_is_simple(c) for _, c in node.children())
+    if len(_SIMPLE) > 100_000:
+        _SIMPLE.clear()
+    _SIMPLE[id(node)] = (node, result)
+    return result
 
 
 def encode(

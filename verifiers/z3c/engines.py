@@ -1,6 +1,7 @@
 """The portfolio's members, each a function from program text to a JSON-able answer.
 
-* ``spacer`` / ``spacer-global``: Horn clauses → Spacer (default / global guidance).
+* ``spacer`` / ``spacer-nla`` / ``spacer-global``: Horn clauses → Spacer (default /
+  non-linear arithmetic solver / global guidance).
   "safe" answers carry the re-checked proof and the loop invariants as C text
   (invariants only when the whole proof re-checked with a plain solver);
   an "unsafe" answer is only a hint (no input sequence), never a FALSE verdict.
@@ -27,7 +28,7 @@ from verifiers.z3c import cexpr, chc, replay
 from verifiers.z3c.encode import Encoding, encode
 
 ENCODING_VERSION = "1"
-MEMBERS = ("spacer", "spacer-global", "bmc")
+MEMBERS = ("spacer", "spacer-nla", "bmc", "spacer-global")
 # Z3's Python API shares one context per process and is not thread-safe: every
 # in-process use of Z3 (encoding, candidate checks, in-process members) holds this.
 Z3_LOCK = threading.RLock()
@@ -94,11 +95,17 @@ def _strip_outer(text: str) -> str:
 
 
 def run_spacer(
-    text: str, timeout_s: float, *, global_guidance: bool, data_model: str = "ILP32"
+    text: str,
+    timeout_s: float,
+    *,
+    global_guidance: bool = False,
+    nonlinear: bool = False,
+    data_model: str = "ILP32",
 ) -> dict[str, Any]:
     ast, enc = program(text, data_model)
     t0 = time.monotonic()
-    ans = chc.solve(enc, timeout_ms=int(timeout_s * 1000), global_guidance=global_guidance)
+    ans = chc.solve(enc, timeout_ms=int(timeout_s * 1000), global_guidance=global_guidance,
+                    nonlinear=nonlinear)
     if ans.status != "safe":
         return {"answer": ans.status, "reason": ans.reason}
     assert ans.interps is not None
@@ -187,6 +194,8 @@ def run_member(
 ) -> dict[str, Any]:
     if member == "spacer":
         return run_spacer(text, timeout_s, global_guidance=False, data_model=data_model)
+    if member == "spacer-nla":
+        return run_spacer(text, timeout_s, nonlinear=True, data_model=data_model)
     if member == "spacer-global":
         return run_spacer(text, timeout_s, global_guidance=True, data_model=data_model)
     if member == "bmc":

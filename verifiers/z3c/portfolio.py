@@ -1,4 +1,4 @@
-"""The portfolio: Spacer (default), Spacer (global guidance) and BMC in killable time slices.
+"""The portfolio: Spacer (default, non-linear arithmetic, global guidance) and BMC in time slices.
 
 notes.md: no single Spacer setting wins (global guidance helps some programs and
 hurts others) and deep counterexamples need BMC.  Members run one after another

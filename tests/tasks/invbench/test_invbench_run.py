@@ -4,7 +4,12 @@ sample, and the tiny real Qwen2 model (`hf:`) on 20 easy programs of the shared 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -104,22 +109,28 @@ def test_reference_arms_on_the_sample(tmp_path: Path) -> None:
 # are covered by their own tests.
 ANSWER = "```\nlocation: INVARIANT_MARKER_1\ninvariant: 0 <= 1\n```"
 TRAINED = ["bh2017-ex-add_2.c", "trex01-1_1.c", "cohencu_1.c", "s42iff_1.c"]
-CANDIDATE_STATUSES = {"verified", "killed", "unparsable", "duplicate", "instrumentation_error",
+CANDIDATE_STATUSES = {"verified", "killed", "unparsable", "engine_error", "duplicate", "instrumentation_error",
                       "invalid_unparsable", "invalid_side_effect", "invalid_unknown_variable",
                       "invalid_non_boolean", "invalid_unsupported"}
 
 
-def test_tiny_model_on_20_easy_programs(shared_data: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def tiny20(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """(dataset path of the 20 easy programs, tiny Qwen2 model folder that answers ANSWER)."""
     from inference.tiny_model import MANIFEST, build_tiny_qwen2
 
-    root = _easy20(shared_data, tmp_path)
-    dataset = str(root / "Dataset" / "Evaluation" / "Easy")
+    tmp = tmp_path_factory.mktemp("tiny20")
+    root = _easy20(shared_data, tmp)
     easy = root / "Dataset" / "Evaluation" / "Easy"
     pairs = [(user_prompt(mark((easy / f).read_text(), filename=f).text), ANSWER) for f in TRAINED]
     # ~40 steps; the generous cap only matters on a loaded machine (training stops once learned)
-    model = build_tiny_qwen2(tmp_path / "tiny-model", pairs, max_train_s=150.0)
+    model = build_tiny_qwen2(tmp / "tiny-model", pairs, max_train_s=150.0)
     assert json.loads((model / MANIFEST).read_text())["all_pairs_learned"]
+    return str(easy), model
 
+
+def test_tiny_model_on_20_easy_programs(tiny20: tuple[str, Path], tmp_path: Path) -> None:
+    dataset, model = tiny20
     plan = plan_run("invbench", dataset=dataset, model=f"hf:{model}", options=["budget_s=10"],
                     sampling={"max_tokens": 48})
     assert [s.name for s in plan.stages] == ["baseline", "generate", "verify"]
@@ -153,3 +164,52 @@ def test_tiny_model_on_20_easy_programs(shared_data: Path, tmp_path: Path) -> No
     t2 = pd.read_csv(out.rd.root / "tables" / "table2_invbench_easy.csv")
     assert t2.loc[0, "covered"] == 20 and t2.loc[0, "missing"] == 0
     assert t2.loc[0, "model"] == f"hf:{model}"
+
+
+def _launch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`launch ...` in a fresh process, as a user types it."""
+    return subprocess.run([sys.executable, "-m", "launch", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.fixture
+def slurm_env() -> None:
+    """The cluster of `.ci/cluster.sh start` (skip without one; in CI a missing one fails)."""
+    env_file = Path(os.environ.get("VERIBATCH_SLURM_DIR", "/tmp/veribatch-slurm")) / "slurm.env"
+    m = re.search(r"SLURM_CONF=(\S+)", env_file.read_text()) if env_file.is_file() else None
+    conf = os.environ.get("SLURM_CONF") or (m.group(1) if m else None)
+    ok = bool(conf and shutil.which("sinfo")) and subprocess.run(
+        ["sinfo", "-h"], env={**os.environ, "SLURM_CONF": str(conf)}, capture_output=True, timeout=10
+    ).returncode == 0
+    if not ok:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI: no reachable SLURM cluster ({env_file})")
+        pytest.skip(f"no reachable SLURM cluster ({env_file}); start one: bash .ci/cluster.sh start")
+    os.environ["SLURM_CONF"] = str(conf)
+
+
+@pytest.mark.slurm
+def test_tiny_model_and_reference_arms_on_slurm(slurm_env: None, tiny20: tuple[str, Path], tmp_path: Path) -> None:
+    dataset, model = tiny20
+    common = ["--dataset", dataset, "-o", "budget_s=10", "--shards", "2", "--executor", "slurm",
+              "--profile", "local-test"]
+    runs = {"model": tmp_path / "model", "reference": tmp_path / "reference"}
+    # the CI cluster's gpu partition has no GPUs: the tiny model runs there on CPU
+    r = _launch("invbench", *common, "--model", f"hf:{model}", "--max-tokens", "48", "-o", "gpus_per_task=0",
+                "--runs-dir", str(runs["model"]))
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _launch("invbench", *common, "--runs-dir", str(runs["reference"]))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for arm, base in runs.items():
+        (rd,) = [p for p in base.iterdir() if (p / "manifest.json").is_file()]
+        deadline = time.monotonic() + 600
+        while not (rd / "aggregate.json").is_file() and time.monotonic() < deadline:
+            time.sleep(2)
+        agg = json.loads((rd / "aggregate.json").read_text())
+        assert agg["status"] == "complete", agg
+        shown = _launch("aggregate", str(rd))
+        assert shown.returncode == 0, shown.stderr
+        assert "Table 2" in shown.stdout and "Table 4" in shown.stdout
+        t2 = pd.read_csv(rd / "tables" / "table2_invbench_easy.csv")
+        assert t2.loc[0, "covered"] == 20 and t2.loc[0, "missing"] == 0
+        assert t2.loc[0, "arm"] == ("model" if arm == "model" else "verifier-invariant")

@@ -80,3 +80,23 @@ def test_compare_detects_best_of_n(tmp_path: Path) -> None:
     by_n = table.frame.set_index("N")
     assert by_n.loc[1, "pct_speedup"] == 0.0 and by_n.loc[16, "pct_speedup"] == 50.0
     assert (table.frame["missing"] == 0).all()
+
+
+def test_distribution_tables_and_plot_page(tmp_path: Path) -> None:
+    ids = [f"invbench/easy/p{i}.c" for i in range(3)]
+    verify = [
+        _inst(ids[0], decision="TRUE", speedup=3.0, correct=True, total=0.5),
+        _inst(ids[1], decision="FALSE", speedup=0.7, correct=False, total=4.0),
+        _inst(ids[2], decision="UNKNOWN", speedup=None, correct=False, total=9.0),
+    ]
+    base = [{"instance_id": i, "solved": True, "baseline_time_s": t} for i, t in zip(ids, [1.5, 2.8, 20.0], strict=True)]
+    run_dir, manifest, frames = _run(tmp_path, ids, verify, base, budget=30.0)
+    tables = {t.key: t for t in build_tables(run_dir, manifest, frames)}
+    dist = tables["speedup_distribution_easy"].frame
+    assert dist["instances"].tolist() == [0, 1, 0, 0, 1, 0, 1]
+    curve = tables["solved_vs_budget_easy"].frame.set_index("budget_s")
+    assert curve.loc[1.0, "baseline_solved"] == 0 and curve.loc[3.0, "baseline_solved"] == 2
+    assert curve.loc[1.0, "arm_solved"] == 1 and curve.loc[30.0, "arm_solved"] == 2
+    assert 100.0 not in curve.index  # beyond the run's budget
+    page = (run_dir / "tables" / "invbench_plots.html").read_text()
+    assert page.count("<svg") == 2 and "[2,5)" in page
