@@ -91,12 +91,14 @@ def planning(shards: int) -> dict:
         t = time.perf_counter()
         rd = synthetic_run(Path(tmp) / "run", shards)
         build = time.perf_counter() - t
-        t = time.perf_counter()
-        st = run_state(rd, live=False)
-        status_s = time.perf_counter() - t
-        t = time.perf_counter()
-        todo = shards_to_run(run_state(rd, live=False, deep=True))
-        resume_s = time.perf_counter() - t
+        status_s, resume_s = [], []
+        for _ in range(3):  # first pass: cold dentry/page cache; best: a login node that looked before
+            t = time.perf_counter()
+            st = run_state(rd, live=False)
+            status_s.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            todo = shards_to_run(run_state(rd, live=False, deep=True))
+            resume_s.append(time.perf_counter() - t)
         t = time.perf_counter()
         cli = subprocess.run([sys.executable, "-m", "launch", "status", str(rd.root), "--json",
                               "--no-live"], capture_output=True, text=True)
@@ -125,9 +127,11 @@ def main() -> None:
     print(f"== planning on {a.shards} shards per stage (2 stages) ==")
     p = planning(a.shards)
     print(f"synthetic run written in {p['build_s']:.1f} s; states {p['counts']}")
-    print(f"status (cheap check): {p['status_s']:.3f} s; resume planning (digest check): "
-          f"{p['resume_planning_s']:.3f} s; `launch status --json` end to end: "
-          f"{p['cli_status_s']:.3f} s; resume would run {p['resume_would_run']}")
+    st, rs = p["status_s"], p["resume_planning_s"]
+    print(f"status (cheap check): first {st[0]:.3f} s, best {min(st):.3f} s; resume planning "
+          f"(digest check): first {rs[0]:.3f} s, best {min(rs):.3f} s")
+    print(f"`launch status --json` end to end (with interpreter start): {p['cli_status_s']:.3f} s;"
+          f" resume would run {p['resume_would_run']}")
 
 
 if __name__ == "__main__":

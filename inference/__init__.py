@@ -4,7 +4,7 @@ Tasks call `open_engine("hf:PATH" | "vllm:NAME" | "openai:NAME" | "replay:RUN_DI
 never learn which backend answered.  Heavy backends are imported only when asked for.
 """
 
-from inference.errors import EngineError, MissingExtraError
+from inference.errors import EngineError, MissingExtraError, UnknownEngineError
 from inference.records import completion_from_record, completion_to_record, request_key
 from inference.registry import open_engine, parse_spec
 from inference.types import Completion, Engine, Message, Request, Sampling
@@ -15,6 +15,7 @@ __all__ = [
     "EngineError",
     "Message",
     "MissingExtraError",
+    "UnknownEngineError",
     "Request",
     "Sampling",
     "completion_from_record",

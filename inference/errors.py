@@ -24,6 +24,14 @@ class MissingExtraError(ImportError):
     """An engine's optional dependency is not installed; the message names the extra."""
 
 
+class UnknownEngineError(LookupError):
+    """A model spec names an engine we do not have; the message lists the known ones.
+
+    `inference` imports nothing of ours, so this is its own error; callers that want one
+    except-clause for every unknown name (task, engine, verifier) catch `LookupError`.
+    """
+
+
 class EngineError(RuntimeError):
     """An engine could not be opened (bad spec, bad model folder, unreadable replay run)."""
 

@@ -171,7 +171,7 @@ class OpenAIEngine(Engine):
         n = r.sampling.n
         total = int(usage.get("completion_tokens") or 0)
         share = [total // n + (1 if i < total % n else 0) for i in range(n)]
-        by_index = {}
+        by_index: dict[int, Any] = {}
         for pos, ch in enumerate(choices):
             if isinstance(ch, dict):
                 by_index.setdefault(int(ch.get("index", pos)), ch)

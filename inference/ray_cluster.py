@@ -28,7 +28,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from inference.errors import EngineError
 
@@ -207,7 +207,7 @@ class RayCluster:
             if p.poll() is not None:
                 err = (p.stderr.read().decode(errors="replace") if p.stderr else "")[-2000:]
                 self.stop()
-                raise EngineError(f"ray cluster: `{shlex.join(p.args)}` exited with {p.returncode}: {err}")
+                raise EngineError(f"ray cluster: `{shlex.join(cast(list[str], p.args))}` exited with {p.returncode}: {err}")
 
     def _wait_port(self) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
@@ -221,8 +221,8 @@ class RayCluster:
 
     def alive_nodes(self) -> int:
         """Alive nodes as the GCS reports them (a GCS client; no dashboard, no driver needed)."""
-        from ray._raylet import GcsClient
-        from ray.core.generated.gcs_pb2 import GcsNodeInfo
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
+        from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
 
         client = GcsClient(address=self.address)
         return len(client.get_all_node_info(timeout=5,
@@ -281,6 +281,6 @@ class RayCluster:
 def _reload_ray_token() -> None:
     """Ray caches the auth token per process; make it re-read the environment."""
     with contextlib.suppress(Exception):  # a private API; absent in older Ray (no auth)
-        from ray._raylet import AuthenticationTokenLoader
+        from ray._raylet import AuthenticationTokenLoader  # type: ignore[attr-defined]
 
         AuthenticationTokenLoader.instance().reset_cache()

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from inference.errors import EngineError
+from inference.errors import EngineError, UnknownEngineError
 from inference.types import Engine
 
 
@@ -57,15 +57,11 @@ POOLABLE = ("hf", "vllm")
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
-    """``"hf:/m"`` → ``("hf", "/m")``; unknown engines raise `UnknownNameError` listing the known."""
+    """``"hf:/m"`` → ``("hf", "/m")``; unknown engines raise `UnknownEngineError` listing the known."""
     kind, sep, name = spec.partition(":")
     if kind not in ENGINES:
-        # Imported here, not at the top: `tasks` imports `inference`, and importing
-        # `tasks.base` runs `tasks/__init__`, which imports every task module.
-        from tasks.base import UnknownNameError
-
         known = ", ".join(f"{k}:NAME" for k in ENGINES)
-        raise UnknownNameError(f"unknown engine {kind!r} in model spec {spec!r}; known engines: {known}")
+        raise UnknownEngineError(f"unknown engine {kind!r} in model spec {spec!r}; known engines: {known}")
     if not sep or not name:
         raise EngineError(f"model spec {spec!r} has no name after {kind!r}: write {kind}:NAME")
     return kind, name

@@ -117,7 +117,9 @@ class EngineServer:
         self.requests_served = 0
         self.httpd = ThreadingHTTPServer((host, port), self._handler_class())
         self.httpd.daemon_threads = True
-        self.host, self.port = self.httpd.server_address[:2]
+        host_, port_ = self.httpd.server_address[:2]
+        self.host = host_.decode() if isinstance(host_, bytes) else str(host_)
+        self.port = int(port_)
         self._threads: list[threading.Thread] = []
 
     @property

@@ -123,6 +123,13 @@ def _train_tokenizer(texts: Sequence[str], vocab_size: int) -> Any:
     return fast
 
 
+def _token_id(tokenizer: Any, token: str) -> int:
+    tid = tokenizer.convert_tokens_to_ids(token)
+    if not isinstance(tid, int):
+        raise ValueError(f"tokenizer has no single id for {token!r}")
+    return tid
+
+
 def build_tiny_qwen2(
     out_dir: Path,
     pairs: Sequence[tuple[str, str]] | None = None,
@@ -157,7 +164,9 @@ def build_tiny_qwen2(
 
     tokenizer = AutoTokenizer.from_pretrained(out_dir)
     vocab = len(tokenizer)
-    config = Qwen2Config(
+    eos_id, pad = _token_id(tokenizer, "<|im_end|>"), _token_id(tokenizer, "<|endoftext|>")
+    # head_dim is a real Qwen2Config argument; the type stubs lag behind it.
+    config = Qwen2Config(  # type: ignore[call-arg]
         vocab_size=vocab,
         hidden_size=hidden_size,
         intermediate_size=hidden_size * 2,
@@ -168,9 +177,8 @@ def build_tiny_qwen2(
         max_position_embeddings=2048,
         tie_word_embeddings=True,
         bos_token_id=None,
-        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-        torch_dtype="float32",
+        eos_token_id=eos_id,
+        pad_token_id=pad,
     )
     model = Qwen2ForCausalLM(config)
 
@@ -181,7 +189,6 @@ def build_tiny_qwen2(
         a_ids = tokenizer(answer + "<|im_end|>", add_special_tokens=False)["input_ids"]
         examples.append((p_ids, a_ids))
     width = max(len(p) + len(a) for p, a in examples)
-    pad = config.pad_token_id
     ids = torch.full((len(examples), width), pad, dtype=torch.long)
     labels = torch.full((len(examples), width), -100, dtype=torch.long)
     mask = torch.zeros((len(examples), width), dtype=torch.long)

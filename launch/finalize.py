@@ -17,7 +17,7 @@ from aggregate.build import build
 from .completion import completion_map
 from .instances import read_spans
 from .manifest import load_manifest
-from .rundir import RunDir, atomic_write_json
+from .rundir import RunDir, atomic_write_json, read_json
 
 
 @dataclass
@@ -26,6 +26,28 @@ class AggregateOutcome:
     paths: list[Path] = field(default_factory=list)
     markdown: str = ""
     message: str = ""
+
+
+def merged_stats(rd: RunDir, stages: list[str], shards: int) -> dict[str, dict[str, float]]:
+    """Per stage: the shards' stats.json summed up (datatrove's merge-stats step)."""
+    out: dict[str, dict[str, float]] = {}
+    for st in stages:
+        acc = {"shards_with_stats": 0, "instances": 0, "records": 0, "resumed_from_ledger": 0,
+               "wall_s_sum": 0.0, "wall_s_max": 0.0, "attempts_max": 0}
+        for k in range(shards):
+            try:
+                s = read_json(rd.stats(st, k))
+            except (OSError, ValueError):
+                continue
+            acc["shards_with_stats"] += 1
+            for key in ("instances", "records", "resumed_from_ledger"):
+                acc[key] += int(s.get(key, 0))
+            acc["wall_s_sum"] += float(s.get("wall_s", 0.0))
+            acc["wall_s_max"] = max(acc["wall_s_max"], float(s.get("wall_s", 0.0)))
+            acc["attempts_max"] = max(acc["attempts_max"], int(s.get("attempt", 0)))
+        acc["wall_s_sum"] = round(acc["wall_s_sum"], 3)
+        out[st] = acc
+    return out
 
 
 def aggregate_run(rd: RunDir, formats: tuple[str, ...] = ("md", "csv")) -> AggregateOutcome:
@@ -37,6 +59,7 @@ def aggregate_run(rd: RunDir, formats: tuple[str, ...] = ("md", "csv")) -> Aggre
            + (" ..." if len(missing) > 10 else "")) if missing else ""
     atomic_write_json(rd.aggregate_status, {
         "status": "partial" if missing else "complete", "missing_shards": missing,
+        "stages": merged_stats(rd, list(comp), len(next(iter(comp.values()), []))),
         "tables": [str(p.relative_to(rd.root)) for p in result.paths],
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     })

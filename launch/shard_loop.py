@@ -88,6 +88,8 @@ def shard_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise ShardBusyError(f"{path.parent} is being run by another process") from None
+        except OSError as e:  # e.g. ENOLCK on a file system without locks: run unguarded
+            log.warning("cannot lock %s (%s); running without the single-runner guard", path, e)
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -104,6 +106,8 @@ def is_locked(path: Path) -> bool:
         return False
     except BlockingIOError:
         return True
+    except OSError:  # no locks on this file system: SLURM's view decides
+        return False
     finally:
         os.close(fd)
 

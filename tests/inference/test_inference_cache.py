@@ -50,9 +50,7 @@ def test_torn_line_is_skipped_and_errors_are_not_cached(tmp_path: Path, chat_req
 
 SHARD = textwrap.dedent("""
     import sys, time
-    import pytest
-
-from inference import open_engine
+    from inference import open_engine
     from inference.types import Message, Request, Sampling
     engine = open_engine("hf:" + sys.argv[1], cache_dir=sys.argv[2])
     for i in range(int(sys.argv[3])):

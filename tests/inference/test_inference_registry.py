@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from inference import EngineError, MissingExtraError, open_engine, parse_spec
-from tasks.base import UnknownNameError
+from inference.errors import UnknownEngineError
 
 
 def test_parse_spec_keeps_colons_in_names() -> None:
@@ -16,7 +16,7 @@ def test_parse_spec_keeps_colons_in_names() -> None:
 
 
 def test_unknown_engine_lists_known_ones() -> None:
-    with pytest.raises(UnknownNameError) as ei:
+    with pytest.raises(UnknownEngineError) as ei:
         open_engine("gpt5:whatever")
     msg = str(ei.value)
     assert "'gpt5'" in msg and all(k in msg for k in ("hf:", "vllm:", "openai:", "replay:"))

@@ -27,6 +27,8 @@ def test_multi_shard_run_completes_with_every_instance_once(tmp_path):
     assert code == 0 and st["complete"] and st["aggregate"] == "complete"
     assert st["stages"]["work"] == {"done": 4, "running": 0, "pending": 0, "failed": 0,
                                    "instances": 12, "instances_done": 12}
+    merged = json.loads((rd / "aggregate.json").read_text())["stages"]
+    assert merged["work"]["shards_with_stats"] == 4 and merged["check"]["records"] == 12
     table = (rd / "tables" / "selftest.csv").read_text()
     assert "agree" in table and ",12," in table
     again = launch("resume", str(rd))

@@ -22,6 +22,9 @@ from launch.jobs import _expand
 
 from .conftest import launch, only_run_dir, stage_records, status_json, wait_until
 
+# Waits that include time in the queue: generous, since a shared cluster may be busy.
+QUEUE_WAIT = 300
+
 
 def _job_ids(rd):
     subs = json.loads((rd / "jobs.json").read_text())["submissions"]
@@ -77,14 +80,14 @@ def test_kill_scancel_resume_on_real_slurm(slurm_cluster, tmp_path):
     assert [s["stage"] for s in subs][-1] == "aggregate"
 
     # kill -9 one running shard, scancel another
-    pid0 = wait_until(lambda: _running_pid(rd, "work", 0), 60, "work/0 running")
-    wait_until(lambda: _running_pid(rd, "work", 1), 60, "work/1 running")
+    pid0 = wait_until(lambda: _running_pid(rd, "work", 0), QUEUE_WAIT, "work/0 running")
     code, st = status_json(rd)
-    assert code == 4 and st["stages"]["work"]["running"] == 2
+    assert code == 4 and st["stages"]["work"]["running"] >= 1
     os.kill(pid0, signal.SIGKILL)
+    wait_until(lambda: _running_pid(rd, "work", 1), QUEUE_WAIT, "work/1 running")
     cancelled = work[0]["jobs"]["1"]
     subprocess.run(["scancel", cancelled], check=True)
-    wait_until(lambda: not _active(rd), 120, "all jobs of the run to end")
+    wait_until(lambda: not _active(rd), QUEUE_WAIT, "all jobs of the run to end")
 
     code, st = status_json(rd)
     assert code == 1, st
@@ -108,7 +111,7 @@ def test_kill_scancel_resume_on_real_slurm(slurm_cluster, tmp_path):
     resub = json.loads((rd / "jobs.json").read_text())["submissions"][len(subs):]
     assert [(s["stage"], sorted(map(int, s["jobs"]))) for s in resub] == \
         [("work", [0, 1]), ("check", [0, 1]), ("aggregate", [0])]
-    wait_until(lambda: not _active(rd), 120, "resumed jobs to end")
+    wait_until(lambda: not _active(rd), QUEUE_WAIT, "resumed jobs to end")
     code, st = status_json(rd)
     assert code == 0 and st["complete"] and st["aggregate"] == "complete", st
     assert json.loads((rd / "shards/work/0/stats.json").read_text())["resumed_from_ledger"] >= 1
@@ -132,21 +135,24 @@ def test_usr2_before_time_limit_requeues_and_keeps_the_ledger(slurm_cluster, tmp
     rd = only_run_dir(runs)
     job = json.loads((rd / "jobs.json").read_text())["submissions"][0]["jobs"]["0"]
     ledger = rd / "shards/work/0/ledger.jsonl"
-    wait_until(lambda: ledger.exists() and ledger.read_bytes().count(b"\n") >= 2, 60,
+    wait_until(lambda: ledger.exists() and ledger.read_bytes().count(b"\n") >= 2, QUEUE_WAIT,
                "two recorded instances")
     subprocess.run(["scancel", "--signal=USR2", job], check=True)
 
-    def requeued() -> bool:
+    def requeued() -> str | None:
+        attempt = json.loads((rd / "shards/work/0/attempt.json").read_text())["attempt"]
+        if attempt >= 2:
+            return "restarted"
         out = subprocess.run(["squeue", "-h", "-o", "%r", "-j", job], capture_output=True,
                              text=True).stdout
-        return "BeginTime" in out
+        return "held" if "BeginTime" in out else None
 
     # SLURM holds a requeued job ~2 minutes (BeginTime); skip that wait, not the requeue.
-    wait_until(requeued, 60, "submitit to requeue the job")
-    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
-    watched = launch("status", str(rd), "--watch", "1", timeout=180)  # returns when all ran
+    if wait_until(requeued, QUEUE_WAIT, "submitit to requeue the job") == "held":
+        subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
+    watched = launch("status", str(rd), "--watch", "1", timeout=QUEUE_WAIT)  # returns when all ran
     assert watched.returncode == 0, watched.stdout + watched.stderr
-    wait_until(lambda: not _active(rd), 120, "the aggregate job")
+    wait_until(lambda: not _active(rd), QUEUE_WAIT, "the aggregate job")
     stats = json.loads((rd / "shards/work/0/stats.json").read_text())
     assert stats["attempt"] == 2 and stats["resumed_from_ledger"] >= 2
     assert stats["slurm_job"] == job  # the same job, requeued — not a new submission
@@ -163,10 +169,10 @@ def test_cancel_from_a_new_shell_stops_every_job_of_the_run(slurm_cluster, tmp_p
                "--profile", "local-test", "--runs-dir", str(runs))
     assert r.returncode == 0, r.stderr
     rd = only_run_dir(runs)
-    wait_until(lambda: _running_pid(rd, "work", 0), 60, "work/0 running")
+    wait_until(lambda: _running_pid(rd, "work", 0), QUEUE_WAIT, "work/0 running")
     c = launch("cancel", rd.name, "--runs-dir", str(runs))
     assert c.returncode == 0 and "scancel" in c.stdout
-    wait_until(lambda: not _active(rd), 60, "all jobs of the run to end")
+    wait_until(lambda: not _active(rd), QUEUE_WAIT, "all jobs of the run to end")
     code, st = status_json(rd)
     assert code == 1 and st["stages"]["check"]["done"] == 0
     assert ("work", 0) in {(f["stage"], f["shard"]) for f in st["failed"]}

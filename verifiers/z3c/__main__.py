@@ -46,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(got), flush=True)
         sys.stderr.flush()
         os._exit(0)  # skip tearing down Z3's context: it can take longer than the slice
-    out = portfolio.verify_text(text, args.timeout, data_model=args.data_model, filename=args.file)
+    out = portfolio.verify_text(
+        text, args.timeout, data_model=args.data_model, filename=args.file,
+        path=os.path.abspath(args.file),
+    )
     payload = out.to_json()
     payload["tool_version"] = portfolio.tool_version()
     payload["wall_s"] = round(time.monotonic() - start, 3)

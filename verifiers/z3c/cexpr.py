@@ -83,6 +83,19 @@ def _num(v: int) -> str:
     return f"(-{lit})" if v < 0 else lit
 
 
+def _negated(e: z3.ExprRef, names: dict[int, str]) -> str | None:
+    """For ``-k`` or ``(-1) * x`` (how z3 writes subtraction) the text of k or x, else None."""
+    if z3.is_int_value(e) and e.as_long() < 0:
+        return _num(-e.as_long())
+    if z3.is_app(e) and e.decl().kind() == z3.Z3_OP_MUL and len(e.children()) == 2:
+        c, x = e.children()
+        if z3.is_int_value(c) and c.as_long() == -1:
+            return _print(x, names)
+        if z3.is_int_value(c) and c.as_long() < 0:
+            return f"{_num(-c.as_long())} * {_print(x, names)}"
+    return None
+
+
 def _print(e: z3.ExprRef, names: dict[int, str]) -> str:
     if z3.is_var(e):
         idx = z3.get_var_index(e)
@@ -133,7 +146,11 @@ def _print(e: z3.ExprRef, names: dict[int, str]) -> str:
             raise NotExpressible("distinct with more than two arguments")
         return f"({args[0]} != {args[1]})"
     if k == z3.Z3_OP_ADD:
-        return join("+")
+        out = args[0]
+        for child, text in zip(e.children()[1:], args[1:], strict=True):
+            neg = _negated(child, names)
+            out += f" - {neg}" if neg is not None else f" + {text}"
+        return f"({out})"
     if k == z3.Z3_OP_SUB:
         return join("-")
     if k == z3.Z3_OP_MUL:

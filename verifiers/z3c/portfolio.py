@@ -131,8 +131,13 @@ def verify_text(
     members: tuple[str, ...] = engines.MEMBERS,
     in_process: bool = False,
     filename: str = "<program>",
+    path: str | None = None,
 ) -> Outcome:
-    """Run the portfolio on one program within `timeout_s` seconds."""
+    """Run the portfolio on one program within `timeout_s` seconds.
+
+    Members run as subprocesses reading `path` (the file `text` came from) or,
+    without one, a temporary copy; `in_process=True` runs them here instead.
+    """
     start = time.monotonic()
     deadline = start + timeout_s
     bad = check_supported(text, data_model, filename)
@@ -145,8 +150,7 @@ def verify_text(
     bmc_depth = 0  # BMC continues from the depth its previous slice reached
     crashed: set[str] = set()
     tmp = None
-    path = filename
-    if not in_process:
+    if not in_process and path is None:
         fd, tmp = tempfile.mkstemp(suffix=".c", prefix="vb-z3c-")
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
@@ -166,6 +170,7 @@ def verify_text(
                 if in_process:
                     got = run_member_safely(member, text, slice_s, data_model, bmc_depth)
                 else:
+                    assert path is not None
                     got = _run_subprocess(member, path, slice_s, data_model, bmc_depth)
                 if member == "bmc" and isinstance(got.get("next_depth"), int):
                     bmc_depth = got["next_depth"]

@@ -100,3 +100,30 @@ def test_a_slice_that_overruns_is_killed_with_its_process_group(tmp_path, monkey
     assert got == {"answer": "timeout"}
     after = {p.pid for p in psutil.Process().children(recursive=True)}
     assert after <= before
+
+
+def test_data_model_decides_the_width_of_long():
+    text = (
+        "void reach_error(void);\n"
+        "int main() { unsigned long u = 4294967295UL; u = u + 1;\n"
+        "  if (u == 0) reach_error(); return 0; }\n"
+    )
+    assert api.verify(text, 10, in_process=True).status is Status.FALSE  # ILP32: 32-bit wrap
+    assert api.verify(text, 10, in_process=True, data_model="LP64").status is Status.TRUE
+
+
+def test_extract_invariants_per_loop_label():
+    text = (
+        "extern int __VERIFIER_nondet_int(void); void reach_error(void);\n"
+        "int main() { int n = __VERIFIER_nondet_int(); if (n < 0 || n > 50) return 0;\n"
+        "  int a = 0; while (a < n) { a++; }\n"
+        "  int b = 0; while (b < a) { b += 1; }\n"
+        "  if (b != n) reach_error(); return 0; }\n"
+    )
+    invs = api.extract_invariants(text, 20, in_process=True)
+    assert [i["loop"] for i in invs] == [1, 2] and [i["line"] for i in invs] == [3, 4]
+    first = api.check_candidate(text, 1, invs[0]["invariant"], 2000)
+    assert first.ok and first.exact
+    # loop 2's invariant is inductive relative to loop 1's: alone, its entry is over-approximated
+    second = api.check_candidate(text, 2, invs[1]["invariant"], 2000)
+    assert second.consecution is True and second.safety is True and not second.exact

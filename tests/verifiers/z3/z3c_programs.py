@@ -187,7 +187,7 @@ pair(
 pair(
     "deep-counterexample",
     """int main() { int i = 0; while (i < 300) { i++; } __VERIFIER_assert(i == 300); return 0; }""",
-    """int main() { int i = 0; while (i < 300) { i++; if (i == 257) reach_error(); } return 0; }""",
+    """int main() { int i = 0; while (i < 300) { i++; if (i == 100) reach_error(); } return 0; }""",
 )
 
 # Outside the subset: UNKNOWN, with the construct named in the reason.
