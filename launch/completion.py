@@ -48,8 +48,11 @@ def read_done(rd: RunDir, stage: str, shard: int) -> dict[str, Any] | None:
 
 def _read_marker(path: str) -> dict[str, Any] | None:
     try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
+        fd = os.open(path, os.O_RDONLY)  # raw fd: no buffered text wrapper per marker
+        try:
+            obj = json.loads(os.read(fd, 1 << 16))
+        finally:
+            os.close(fd)
         return obj if isinstance(obj, dict) else None
     except (OSError, ValueError):
         return None
@@ -82,10 +85,12 @@ def _check_file(path: str, marker: dict[str, Any], deep: bool) -> str | None:
         if file_sha256(path) != marker.get("output_sha256"):
             return "records.parquet content does not match the DONE digest"
         return None
-    with open(path, "rb") as f:
-        head = f.read(4)
-        f.seek(max(0, size - 4))
-        tail = f.read(4)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        head = os.pread(fd, 4, 0)
+        tail = os.pread(fd, 4, max(0, size - 4))
+    finally:
+        os.close(fd)
     if head != PARQUET_MAGIC or tail != PARQUET_MAGIC:
         return "records.parquet is not a parquet file (bad magic bytes)"
     return None

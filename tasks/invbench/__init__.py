@@ -95,9 +95,9 @@ class InvBenchTask(Task):
             config = replace(config, sampling={**config.sampling, "temperature": 0.0 if n == 1 else 0.7})
         if config.verifier_version:
             return config
-        from tasks.invbench.stages import _verifier
+        from tasks.invbench.stages import verifier_for
 
-        return replace(config, verifier_version=_verifier(config).version)
+        return replace(config, verifier_version=verifier_for(config).version)
 
     def stages(self, config: RunConfig) -> list[Stage]:
         from tasks.invbench.stages import build_stages

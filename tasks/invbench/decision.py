@@ -25,6 +25,7 @@ query still running is killed, not awaited (InvBench §5.6).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -108,7 +109,7 @@ def run_candidates(
     limits: Limits,
     log_dir: Path,
     *,
-    make_query: Any,
+    make_query: Callable[[Path], Any],
     first_decisive_wins: bool = True,
     poll_s: float = 0.01,
 ) -> list[CandidateRun]:

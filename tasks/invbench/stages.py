@@ -47,7 +47,8 @@ def _limits(config: RunConfig, wall_s: float) -> Any:
     return Limits(wall_s=wall_s, memory_mb=int(config.options.get("memory_mb", 4096)))
 
 
-def _verifier(config: RunConfig) -> Any:
+def verifier_for(config: RunConfig) -> Any:
+    """The run's verifier (name, runtime and image from the config)."""
     from verifiers.registry import get_verifier
 
     image = config.options.get("image") or None
@@ -91,7 +92,7 @@ def _program_for_tools(instance: Instance) -> str:
 def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
     config = ctx.config
     budget = float(config.options["budget_s"])
-    verifier = _verifier(config)
+    verifier = verifier_for(config)
     limits = _limits(config, budget)
     for inst in instances:
         work = ctx.scratch_dir() / "baseline" / _safe_name(inst.id)
@@ -356,7 +357,7 @@ def run_verify(instances: list[Instance], ctx: StageContext) -> Iterator[Instanc
     config = ctx.config
     baseline = ctx.upstream("baseline")
     generated = ctx.upstream("generate") if config.model else {}
-    verifier = _verifier(config)
+    verifier = verifier_for(config)
     for inst in instances:
         found = baseline.get(inst.id)
         base = found[0] if found else None

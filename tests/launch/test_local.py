@@ -41,12 +41,12 @@ def _records(rd):
 
 def test_kill9_of_a_running_shard_then_resume_loses_and_duplicates_nothing(tmp_path):
     runs = tmp_path / "runs"
-    args = ["selftest", "--shards", "2", "--workers", "2", "-o", "sleep_s=0.25", "-q"]
+    args = ["selftest", "--shards", "2", "--workers", "2", "-o", "sleep_s=0.5", "-q"]
     proc = subprocess.Popen([sys.executable, "-m", "launch", *args, "--runs-dir", str(runs)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    rd = wait_until(lambda: next(iter(runs.glob("selftest-*")), None), 30, "run dir")
+    rd = wait_until(lambda: next(iter(runs.glob("selftest-*")), None), 120, "run dir")
     ledger = rd / "shards/work/0/ledger.jsonl"
-    wait_until(lambda: ledger.exists() and ledger.read_bytes().count(b"\n") >= 2, 30,
+    wait_until(lambda: ledger.exists() and ledger.read_bytes().count(b"\n") >= 2, 120,
                "two recorded instances")
     pid = json.loads((rd / "shards/work/0/attempt.json").read_text())["pid"]
     os.kill(pid, signal.SIGKILL)

@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-model", choices=("ILP32", "LP64"), default="ILP32")
     ap.add_argument("--member", choices=engines.MEMBERS, help="run one member in-process")
     ap.add_argument("--bmc-depth", type=int, default=0, help="with --member bmc: first depth")
+    ap.add_argument("--seed", type=int, default=0, help="with --member spacer*: Spacer's seed")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--version", action="store_true")
     args = ap.parse_args(argv)
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.member:
         sys.setrecursionlimit(20000)
         got = portfolio.run_member_safely(
-            args.member, text, args.timeout, args.data_model, args.bmc_depth
+            args.member, text, args.timeout, args.data_model, args.bmc_depth, args.seed
         )
         print(json.dumps(got), flush=True)
         sys.stderr.flush()

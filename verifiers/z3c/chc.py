@@ -11,6 +11,7 @@ must be read with `else_value()` and its `Var(i)` substituted).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import z3
@@ -52,13 +53,20 @@ class SpacerAnswer:
 
 
 def solve(
-    enc: Encoding, *, timeout_ms: int, global_guidance: bool = False, nonlinear: bool = False
+    enc: Encoding,
+    *,
+    timeout_ms: int,
+    global_guidance: bool = False,
+    nonlinear: bool = False,
+    seed: int = 0,
 ) -> SpacerAnswer:
     """Run Spacer on the clauses of `enc`.
 
     `nonlinear` selects Z3's newer arithmetic solver inside Spacer
     (``fp.spacer.arith.solver=6``): measured here it proves polynomial-invariant
     programs (cohencu, egcd, geo) in seconds where the default times out.
+    `seed` varies Spacer's heuristics between restarts: measured here, the same
+    query times out with one seed and is solved in under a second with another.
     """
     if not any(c.head is None for c in enc.clauses):
         # No path reaches an error at all.
@@ -69,6 +77,8 @@ def solve(
         s.set("fp.spacer.global", True)
     if nonlinear:
         s.set("fp.spacer.arith.solver", 6)
+    if seed:
+        s.set("fp.spacer.random_seed", seed)
     for c in enc.clauses:
         s.add(clause_formula(c))
     r = s.check()
@@ -126,18 +136,28 @@ def _has_quantifier(e: z3.ExprRef) -> bool:
 
 
 def validate(
-    enc: Encoding, interps: dict[str, z3.BoolRef], *, timeout_ms: int = 5000
+    enc: Encoding,
+    interps: dict[str, z3.BoolRef],
+    *,
+    timeout_ms: int = 5000,
+    deadline: float | None = None,
 ) -> tuple[bool | None, str | None]:
     """Check every clause under `interps` with a plain solver.
 
     Returns (True, None) when all clauses are valid, (False, why) when one is
     violated (the proof is wrong), (None, why) when a clause could not be
-    decided (typically non-linear arithmetic the plain solver cannot handle).
+    decided (typically non-linear arithmetic the plain solver cannot handle) or
+    the `deadline` (a `time.monotonic()` value) passed first.
     """
     undecided: str | None = None
     for i, c in enumerate(enc.clauses):
+        budget = timeout_ms
+        if deadline is not None:
+            budget = min(budget, int((deadline - time.monotonic()) * 1000))
+            if budget < 20:
+                return None, undecided or "re-check ran out of time"
         s = z3.Solver()
-        s.set("timeout", max(1, timeout_ms))
+        s.set("timeout", max(1, budget))
         for app in c.body:
             s.add(instantiate(app, interps))
         s.add(c.constraint)

@@ -6,6 +6,7 @@ in rounds of growing slices (0.5 s, 1 s, 2 s, ... each), so an easy program is
 decided in the first second whatever member solves it, and a hard one still gets
 long runs.  Each slice is a separate process in its own session, killed with its
 whole process group when the slice ends: Z3 is never trusted to stop itself.
+Round r runs Spacer with random seed r: restarts then also vary its heuristics.
 
 Decisions: TRUE from a re-checked Spacer proof or a complete unrolling; FALSE
 only from a BMC trace confirmed by a gcc replay.  A Spacer "unsafe" is a hint
@@ -53,12 +54,12 @@ def _slices(timeout_s: float) -> float:
 
 
 def _run_subprocess(
-    member: str, path: str, slice_s: float, data_model: str, bmc_depth: int
+    member: str, path: str, slice_s: float, data_model: str, bmc_depth: int, seed: int = 0
 ) -> dict[str, Any]:
     argv = [
         sys.executable, "-m", "verifiers.z3c", path, "--member", member,
         "--timeout", f"{slice_s:.3f}", "--data-model", data_model, "--json",
-        "--bmc-depth", str(bmc_depth),
+        "--bmc-depth", str(bmc_depth), "--seed", str(seed),
     ]
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -90,12 +91,12 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def run_member_safely(
-    member: str, text: str, timeout_s: float, data_model: str, bmc_depth: int = 0
+    member: str, text: str, timeout_s: float, data_model: str, bmc_depth: int = 0, seed: int = 0
 ) -> dict[str, Any]:
     """A member in this process (worker mode and in-process tests); never raises."""
     try:
         with engines.Z3_LOCK:
-            return engines.run_member(member, text, timeout_s, data_model, bmc_depth)
+            return engines.run_member(member, text, timeout_s, data_model, bmc_depth, seed)
     except Unsupported as exc:
         return {"answer": "unsupported", "reason": str(exc)}
     except TimeoutError:
@@ -168,10 +169,10 @@ def verify_text(
                     slice_s = left
                 t0 = time.monotonic()
                 if in_process:
-                    got = run_member_safely(member, text, slice_s, data_model, bmc_depth)
+                    got = run_member_safely(member, text, slice_s, data_model, bmc_depth, rnd)
                 else:
                     assert path is not None
-                    got = _run_subprocess(member, path, slice_s, data_model, bmc_depth)
+                    got = _run_subprocess(member, path, slice_s, data_model, bmc_depth, rnd)
                 if member == "bmc" and isinstance(got.get("next_depth"), int):
                     bmc_depth = got["next_depth"]
                 log.append({"member": member, "slice_s": round(slice_s, 3),
