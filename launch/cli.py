@@ -32,7 +32,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table as RichTable
 
+from inference.errors import EngineError, UnknownEngineError
 from tasks.base import DatasetError, UnknownNameError, get_task, task_names
+from verifiers.registry import UnknownToolError
 
 from .api import (
     ExecChoice,
@@ -54,8 +56,10 @@ from .status import RunState, run_state
 
 SHARD_STATES = ("done", "running", "pending", "failed")
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INPUT, EXIT_CLUSTER, EXIT_IN_PROGRESS = 0, 1, 2, 3, 4
-INPUT_ERRORS = (UnknownNameError, DatasetError, PlanError, ProfileError, RunConflictError,
-                RunNotFoundError, RunDirError, ValueError)
+# Every package owns its "unknown name" error (tasks, engines, verifiers), since
+# inference/ and verifiers/ import nothing of ours.
+INPUT_ERRORS = (UnknownNameError, UnknownEngineError, EngineError, UnknownToolError, DatasetError, PlanError,
+                ProfileError, RunConflictError, RunNotFoundError, RunDirError, ValueError)
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)

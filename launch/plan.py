@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from inference.registry import parse_spec
 from tasks.base import Instance, RunConfig, Stage, Task, UnknownNameError
 
 from .rundir import AGGREGATE_STAGE
@@ -107,6 +108,8 @@ def make_config(
         raise PlanError(f"--shards must be at least 1, got {shards}")
     if limit is not None and limit < 1:
         raise PlanError(f"--limit must be at least 1, got {limit}")
+    if model is not None:
+        parse_spec(model)  # an unknown engine fails here, before anything is written
     merged = dict(task.default_sampling(model))
     merged.update({k: v for k, v in (sampling or {}).items() if v is not None})
     kwargs: dict[str, Any] = {}

@@ -29,8 +29,9 @@ def shards_to_run(state: RunState) -> dict[str, list[int]]:
     """Incomplete shards that nothing is running or queueing right now (the resume set)."""
     todo: dict[str, list[int]] = {}
     for stage, col in state.shards.items():
-        todo[stage] = [s.shard for s in col if s.state in ("failed", "pending")
-                       and not (s.job_state and s.reason.startswith("SLURM") and s.state == "pending")]
+        # pending with a job state = queued on SLURM: it will run, do not submit it twice
+        todo[stage] = [s.shard for s in col
+                       if s.state == "failed" or (s.state == "pending" and not s.job_state)]
     return todo
 
 

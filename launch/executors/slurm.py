@@ -123,8 +123,12 @@ class SlurmExecutor(Executor):
                            ("constraint", spec.constraint), ("dependency", dependency)):
             if value:
                 params[key] = value
-        if spec.gpus_per_task or (stage["gpus_per_task"] and not spec.gres):
-            params["gpus_per_task"] = spec.gpus_per_task or stage["gpus_per_task"]
+        # The profile has the last word on GPUs: `gpus_per_task: 0` on a partition without
+        # GPUs (a CPU-only test cluster) runs GPU stages there on CPU; unset → the stage's need.
+        gpus = spec.gpus_per_task if spec.gpus_per_task is not None else (
+            0 if spec.gres else int(stage["gpus_per_task"]))
+        if gpus:
+            params["gpus_per_task"] = gpus
         ex.update_parameters(**params)
         return ex
 

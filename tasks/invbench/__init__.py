@@ -64,7 +64,6 @@ class InvBenchTask(Task):
             "runtime": "native",  # native | apptainer
             "image": "",  # apptainer image of the verifier
             "generate_batch": 16,
-            "gpus_per_task": 1,  # of the generate stage; 0 for a CPU engine (hf: on a CPU node)
         }
 
     def default_sampling(self, config_model: str | None) -> dict[str, Any]:

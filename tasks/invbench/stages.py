@@ -376,8 +376,9 @@ def build_stages(config: RunConfig) -> list[Stage]:
                     seconds_per_instance=budget)]
     needs: tuple[str, ...] = ("baseline",)
     if config.model:
-        gpus = int(config.options.get("gpus_per_task", 1))
-        stages.append(Stage("generate", "gpu", run_generate, gpus_per_task=gpus, cpus_per_task=1,
+        # One GPU per generate task; a SLURM profile whose gpu partition sets
+        # `gpus_per_task: 0` (CPU-only test clusters) overrides it.
+        stages.append(Stage("generate", "gpu", run_generate, gpus_per_task=1, cpus_per_task=1,
                             mem_gb=2, seconds_per_instance=30.0))
         needs = ("baseline", "generate")
     stages.append(Stage("verify", "cpu", run_verify, needs=needs, cpus_per_task=min(2 * n, 32),

@@ -96,7 +96,8 @@ def solve(
         return SpacerAnswer("safe", interps)
     if r == z3.unsat:
         return SpacerAnswer("unsafe")
-    return SpacerAnswer("unknown", reason=s.reason_unknown())
+    why = (s.reason_unknown().strip().splitlines() or ["unknown"])[0]
+    return SpacerAnswer("unknown", reason=why[:200])
 
 
 def apply_interp(body: z3.BoolRef, args: list[z3.ExprRef]) -> z3.BoolRef:

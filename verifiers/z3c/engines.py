@@ -104,12 +104,14 @@ def run_spacer(
     nonlinear: bool = False,
     data_model: str = "ILP32",
     seed: int = 0,
+    recheck_grace_s: float | None = None,
 ) -> dict[str, Any]:
     ast, enc = program(text, data_model)
     # Re-checking the proof and reading invariants may run up to RECHECK_GRACE_S past
     # the slice (the portfolio waits GRACE_S = 1 s for the answer); what does not fit
     # leaves Spacer's proof standing, unchecked, without invariants.
-    deadline = time.monotonic() + timeout_s + RECHECK_GRACE_S
+    grace = RECHECK_GRACE_S if recheck_grace_s is None else recheck_grace_s
+    deadline = time.monotonic() + timeout_s + grace
     ans = chc.solve(enc, timeout_ms=int(timeout_s * 1000), global_guidance=global_guidance,
                     nonlinear=nonlinear, seed=seed)
     if ans.status != "safe":
@@ -204,13 +206,17 @@ def run_member(
     data_model: str = "ILP32",
     bmc_depth: int = 0,
     seed: int = 0,
+    recheck_grace_s: float | None = None,
 ) -> dict[str, Any]:
     if member == "spacer":
-        return run_spacer(text, timeout_s, data_model=data_model, seed=seed)
+        return run_spacer(text, timeout_s, data_model=data_model, seed=seed,
+                          recheck_grace_s=recheck_grace_s)
     if member == "spacer-nla":
-        return run_spacer(text, timeout_s, nonlinear=True, data_model=data_model, seed=seed)
+        return run_spacer(text, timeout_s, nonlinear=True, data_model=data_model, seed=seed,
+                          recheck_grace_s=recheck_grace_s)
     if member == "spacer-global":
-        return run_spacer(text, timeout_s, global_guidance=True, data_model=data_model, seed=seed)
+        return run_spacer(text, timeout_s, global_guidance=True, data_model=data_model, seed=seed,
+                          recheck_grace_s=recheck_grace_s)
     if member == "bmc":
         return run_bmc(text, timeout_s, data_model=data_model, start_depth=bmc_depth)
     raise ValueError(f"unknown portfolio member {member!r}; known: {', '.join(MEMBERS)}")

@@ -33,6 +33,7 @@ from verifiers.z3c import engines
 from verifiers.z3c.encode import Unsupported
 
 GRACE_S = 1.0  # beyond its slice a member gets this long to print its answer
+IN_PROCESS_RECHECK_S = 5.0  # in-process members may re-check a proof this long past their slice
 
 
 def tool_version() -> str:
@@ -54,7 +55,13 @@ def _slices(timeout_s: float) -> float:
 
 
 def _run_subprocess(
-    member: str, path: str, slice_s: float, data_model: str, bmc_depth: int, seed: int = 0
+    member: str,
+    path: str,
+    slice_s: float,
+    data_model: str,
+    bmc_depth: int,
+    seed: int = 0,
+    grace_s: float | None = None,
 ) -> dict[str, Any]:
     argv = [
         sys.executable, "-m", "verifiers.z3c", path, "--member", member,
@@ -66,7 +73,7 @@ def _run_subprocess(
         start_new_session=True, text=True,
     )
     try:
-        out, err = proc.communicate(timeout=slice_s + GRACE_S)
+        out, err = proc.communicate(timeout=slice_s + (GRACE_S if grace_s is None else grace_s))
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         return {"answer": "timeout"}
@@ -91,12 +98,20 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def run_member_safely(
-    member: str, text: str, timeout_s: float, data_model: str, bmc_depth: int = 0, seed: int = 0
+    member: str,
+    text: str,
+    timeout_s: float,
+    data_model: str,
+    bmc_depth: int = 0,
+    seed: int = 0,
+    recheck_grace_s: float | None = None,
 ) -> dict[str, Any]:
     """A member in this process (worker mode and in-process tests); never raises."""
     try:
         with engines.Z3_LOCK:
-            return engines.run_member(member, text, timeout_s, data_model, bmc_depth, seed)
+            return engines.run_member(
+                member, text, timeout_s, data_model, bmc_depth, seed, recheck_grace_s
+            )
     except Unsupported as exc:
         return {"answer": "unsupported", "reason": str(exc)}
     except TimeoutError:
@@ -149,6 +164,7 @@ def verify_text(
     reasons: dict[str, str] = {}
     unsafe_hint = False
     bmc_depth = 0  # BMC continues from the depth its previous slice reached
+    grace = min(GRACE_S, max(0.1, 0.2 * timeout_s))  # a slice's time to answer after its end
     crashed: set[str] = set()
     tmp = None
     if not in_process and path is None:
@@ -161,7 +177,8 @@ def verify_text(
         rnd = 0
         while active:
             for member in list(active):
-                left = deadline - time.monotonic()
+                # keep the grace a slice may take for its answer inside the budget
+                left = deadline - time.monotonic() - (0.0 if in_process else grace)
                 if left < 0.05:
                     break
                 slice_s = min(left, base * (2**rnd))
@@ -169,10 +186,13 @@ def verify_text(
                     slice_s = left
                 t0 = time.monotonic()
                 if in_process:
-                    got = run_member_safely(member, text, slice_s, data_model, bmc_depth, rnd)
+                    # nobody kills an in-process member: let it finish re-checking
+                    got = run_member_safely(member, text, slice_s, data_model, bmc_depth, rnd,
+                                            recheck_grace_s=IN_PROCESS_RECHECK_S)
                 else:
                     assert path is not None
-                    got = _run_subprocess(member, path, slice_s, data_model, bmc_depth, rnd)
+                    got = _run_subprocess(member, path, slice_s, data_model, bmc_depth, rnd,
+                                          grace_s=grace)
                 if member == "bmc" and isinstance(got.get("next_depth"), int):
                     bmc_depth = got["next_depth"]
                 log.append({"member": member, "slice_s": round(slice_s, 3),

@@ -194,8 +194,9 @@ def test_tiny_model_and_reference_arms_on_slurm(slurm_env: None, tiny20: tuple[s
     common = ["--dataset", dataset, "-o", "budget_s=10", "--shards", "2", "--executor", "slurm",
               "--profile", "local-test"]
     runs = {"model": tmp_path / "model", "reference": tmp_path / "reference"}
-    # the CI cluster's gpu partition has no GPUs: the tiny model runs there on CPU
-    r = _launch("invbench", *common, "--model", f"hf:{model}", "--max-tokens", "48", "-o", "gpus_per_task=0",
+    # the CI cluster's gpu partition has no GPUs (its profile says gpus_per_task: 0):
+    # the tiny model runs there on CPU
+    r = _launch("invbench", *common, "--model", f"hf:{model}", "--max-tokens", "48",
                 "--runs-dir", str(runs["model"]))
     assert r.returncode == 0, r.stdout + r.stderr
     r = _launch("invbench", *common, "--runs-dir", str(runs["reference"]))
