@@ -86,7 +86,7 @@ def guarded(fn: Callable[[], Any]) -> Any:
 
 
 RunsDirOpt = Annotated[Path | None, typer.Option("--runs-dir", help="Where run directories live "
-                                                 "[env VERIBATCH_RUNS_DIR; default ./runs].")]
+                                                 "(env VERIBATCH_RUNS_DIR; default ./runs).")]
 RunArg = Annotated[str, typer.Argument(help="Run id, run name, or path to a run directory.")]
 
 

@@ -20,7 +20,7 @@ out = Console()
 err = Console(stderr=True)
 
 DirOpt = Annotated[Path | None, typer.Option("--dir", help="Where SIF images and images.lock.json "
-                                             "live [env VERIBATCH_IMAGES; default ./images].")]
+                                             "live (env VERIBATCH_IMAGES; default ./images).")]
 
 images_app = typer.Typer(help="Pinned Apptainer images of the verifiers.", no_args_is_help=True)
 
