@@ -12,6 +12,12 @@ reliability guarantee:
 An exception escaping the stage (or SIGTERM from `scancel`/preemption) fails the
 *shard*: the traceback goes to error.json, nothing is recorded as a verdict, and
 `launch resume` redoes only the instances missing from the ledger.
+
+A *requeue* is not a failure: when the executor has put the shard's job back in
+the queue (SLURM: USR2 before the time limit), the shard ends with
+`ShardRequeued`, attempt.json notes the requeue, no error.json is written, and
+the same job continues from the ledger.  The SIGTERM the scheduler sends the
+old instance as part of the requeue is therefore not a cancel (`requeue_on_signal`).
 """
 
 from __future__ import annotations
@@ -55,6 +61,26 @@ class ShardBusyError(ShardError):
 
 class ShardInterrupted(BaseException):  # noqa: N818  (a signal, like KeyboardInterrupt)
     """SIGTERM arrived (scancel, preemption, local cancel); the ledger is already durable."""
+
+
+class ShardRequeued(BaseException):  # noqa: N818  (a signal, like KeyboardInterrupt)
+    """The executor requeued this shard's job; the same job resumes from the ledger.
+
+    A BaseException so that no stage's `except Exception` can swallow it; run_shard
+    records it in attempt.json, never in error.json.
+    """
+
+
+@dataclass
+class _RequeueState:
+    """Process-wide, because signal handlers are: is a requeue under way, and did a SIGTERM
+    arrive meanwhile (the scheduler killing the old instance, or a genuine scancel)."""
+
+    active: bool = False
+    term: int | None = None
+
+
+_requeue = _RequeueState()
 
 
 @dataclass
@@ -120,6 +146,10 @@ def _term_raises() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: Any) -> None:
+        if _requeue.active:  # the requeue's own kill, or one its outcome decides on
+            _requeue.term = signum
+            log.info("%s during the requeue: left to the requeue", signal.Signals(signum).name)
+            return
         raise ShardInterrupted(f"received {signal.Signals(signum).name} "
                                "(scancel, preemption or cancel)")
 
@@ -128,6 +158,47 @@ def _term_raises() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+@contextmanager
+def requeue_on_signal(signum: int,
+                      request: Callable[[int, Any], bool]) -> Iterator[None]:
+    """While the block runs, `signum` asks the executor to requeue this job.
+
+    `request(signum, frame)` returns True once the job is back in the queue, False if
+    this process is not the one to requeue it (the shard then carries on), or raises if
+    the requeue failed (a genuine failure: recorded in error.json).  On True the shard
+    ends with ShardRequeued.  A SIGTERM arriving while the request runs — SLURM kills the
+    old instance as part of `scontrol requeue`, often before the command returns — waits
+    for the outcome: ignored after a requeue, ShardInterrupted otherwise.  Main thread only.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if _requeue.active:
+            return  # a second request while the first runs or after it succeeded
+        _requeue.active, _requeue.term = True, None
+        requeued = False
+        try:
+            requeued = request(signum, frame)
+        finally:
+            if not requeued:
+                _requeue.active = False
+        if requeued:
+            raise ShardRequeued(f"received {signal.Signals(signum).name}: job requeued, "
+                                "the same job resumes from the ledger")
+        if _requeue.term is not None:
+            raise ShardInterrupted(f"received {signal.Signals(_requeue.term).name} "
+                                   "(scancel, preemption or cancel)")
+
+    old = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signum, old)
+        _requeue.active, _requeue.term = False, None
 
 
 @contextmanager
@@ -157,10 +228,27 @@ def run_shard(run_dir: str | Path, stage: str, shard: int, *,
         try:
             with _term_raises():
                 return _run_locked(rd, stage, shard, on_progress, fsync)
+        except ShardRequeued as e:
+            _record_requeue(rd, stage, shard, e)
+            log.warning("shard %s/%s requeued: %s", stage, shard, e)
+            raise
         except BaseException as e:
             _record_error(rd, stage, shard, e)
             log.error("shard %s/%s failed: %s", stage, shard, e)
             raise
+
+
+def _record_requeue(rd: RunDir, stage: str, shard: int, e: ShardRequeued) -> None:
+    """Note the requeue on the attempt it ended (additive keys): status and the next attempt
+    see a shard that was put back in the queue, not one that failed."""
+    try:
+        attempt = read_json(rd.attempt(stage, shard))
+        if not isinstance(attempt, dict):
+            attempt = {}
+    except (OSError, ValueError):
+        attempt = {}
+    attempt.update({"requeued": _now(), "requeue_reason": str(e)})
+    atomic_write_json(rd.attempt(stage, shard), attempt)
 
 
 def _record_error(rd: RunDir, stage: str, shard: int, e: BaseException) -> None:

@@ -10,7 +10,11 @@
 - The aggregate job runs ``afterany`` every array and checks completeness itself.
 - USR2 (``signal_delay_s`` before the time limit): submitit checkpoints
   `ShardJob` — the ledger is already durable, so the checkpoint is the job
-  itself — and requeues; SIGTERM (scancel) fails the shard, recorded in error.json.
+  itself — and requeues (`scontrol requeue`: the same job id, so the next stage's
+  dependency still holds); the shard ends as *requeued* (attempt.json), never as
+  failed, and the SIGTERM SLURM sends the old instance for the requeue is not a
+  cancel.  SIGTERM (scancel) fails the shard, recorded in error.json; so does a
+  requeue that submitit refuses (timed out too often) or that `scontrol` rejects.
 
 Job ids go to jobs.json; submitit's own job objects are never consulted again.
 """
@@ -21,6 +25,7 @@ import math
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..jobs import add_submissions
@@ -72,9 +77,22 @@ class ShardJob:
     """The callable submitit pickles: runs one shard; checkpointable for USR2 requeue."""
 
     def __call__(self, run_dir: str, stage: str, shard: int) -> dict[str, Any]:
-        from ..shard_loop import run_shard
+        import signal
 
-        o = run_shard(run_dir, stage, shard)
+        from ..shard_loop import ShardRequeued, requeue_on_signal, run_shard
+
+        usr = _preempt_signal()
+        submitit_handler = signal.getsignal(usr)
+        if not callable(submitit_handler):  # not started by submitit: no requeue to ask for
+            o = run_shard(run_dir, stage, shard)
+        else:
+            try:
+                with requeue_on_signal(usr, _submitit_requeue(submitit_handler)):
+                    o = run_shard(run_dir, stage, shard)
+            except ShardRequeued:
+                # What submitit's handler does after requeueing; BaseException, so no result
+                # pickle is written and the job is not "finished" for submitit either.
+                raise SystemExit(-1) from None
         return {"stage": o.stage, "shard": o.shard, "records": o.records, "skipped": o.skipped}
 
     def checkpoint(self, run_dir: str, stage: str, shard: int) -> Any:
@@ -82,6 +100,31 @@ class ShardJob:
 
         # Nothing to save: every finished instance is already fsynced in the ledger.
         return submitit.helpers.DelayedSubmission(ShardJob(), run_dir, stage, shard)
+
+
+def _preempt_signal() -> int:
+    from submitit.core.job_environment import JobEnvironment
+
+    return int(JobEnvironment._usr_sig())  # USR2 unless SUBMITIT_PREEMPT_SIGNAL says otherwise
+
+
+def _submitit_requeue(handler: Callable[[int, Any], Any]) -> Callable[[int, Any], bool]:
+    """submitit's USR2 handler as a requeue request for `requeue_on_signal`.
+
+    The handler checkpoints, runs `scontrol requeue` and then calls sys.exit(-1): that
+    SystemExit is the only sign the job really is back in the queue.  It raises
+    UncompletedJobError when it will not requeue (timed out too many times) and
+    CalledProcessError when scontrol refused — genuine failures, left to propagate.
+    Returning normally means it did nothing (not rank 0).
+    """
+    def request(signum: int, frame: Any) -> bool:
+        try:
+            handler(signum, frame)
+        except SystemExit:
+            return True
+        return False
+
+    return request
 
 
 def aggregate_job(run_dir: str) -> dict[str, Any]:

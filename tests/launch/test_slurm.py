@@ -19,6 +19,7 @@ from pandas.testing import assert_frame_equal
 
 from launch.executors.slurm import SlurmExecutor, chunks
 from launch.jobs import _expand
+from launch.shard_loop import is_locked
 
 from .conftest import launch, only_run_dir, stage_records, status_json, wait_until
 
@@ -134,13 +135,14 @@ def test_usr2_before_time_limit_requeues_and_keeps_the_ledger(slurm_cluster, tmp
     assert r.returncode == 0, r.stderr
     rd = only_run_dir(runs)
     job = json.loads((rd / "jobs.json").read_text())["submissions"][0]["jobs"]["0"]
-    ledger = rd / "shards/work/0/ledger.jsonl"
+    shard = rd / "shards/work/0"
+    ledger = shard / "ledger.jsonl"
     wait_until(lambda: ledger.exists() and ledger.read_bytes().count(b"\n") >= 2, QUEUE_WAIT,
                "two recorded instances")
     subprocess.run(["scancel", "--signal=USR2", job], check=True)
 
     def requeued() -> str | None:
-        attempt = json.loads((rd / "shards/work/0/attempt.json").read_text())["attempt"]
+        attempt = json.loads((shard / "attempt.json").read_text())["attempt"]
         if attempt >= 2:
             return "restarted"
         out = subprocess.run(["squeue", "-h", "-o", "%r", "-j", job], capture_output=True,
@@ -149,11 +151,20 @@ def test_usr2_before_time_limit_requeues_and_keeps_the_ledger(slurm_cluster, tmp
 
     # SLURM holds a requeued job ~2 minutes (BeginTime); skip that wait, not the requeue.
     if wait_until(requeued, QUEUE_WAIT, "submitit to requeue the job") == "held":
-        subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
+        # The old instance is gone (its lock is free) and ended as requeued, not failed.
+        wait_until(lambda: not is_locked(shard / "lock"), QUEUE_WAIT, "the old instance to exit")
+        assert not (shard / "error.json").exists(), (shard / "error.json").read_text()
+        assert "requeued" in json.loads((shard / "attempt.json").read_text())
+        code, st = status_json(rd)
+        assert st["stages"]["work"]["failed"] == 0 and code == 4, st
+        # Not `StartTime=now`: slurmd revoked the job's credential at the requeue and refuses
+        # (FAILED, "Job credential revoked") a relaunch whose credential is from that same
+        # second — the very race SLURM's BeginTime hold exists to avoid.
+        subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now+2"], check=True)
     watched = launch("status", str(rd), "--watch", "1", timeout=QUEUE_WAIT)  # returns when all ran
     assert watched.returncode == 0, watched.stdout + watched.stderr
     wait_until(lambda: not _active(rd), QUEUE_WAIT, "the aggregate job")
-    stats = json.loads((rd / "shards/work/0/stats.json").read_text())
+    stats = json.loads((shard / "stats.json").read_text())
     assert stats["attempt"] == 2 and stats["resumed_from_ledger"] >= 2
     assert stats["slurm_job"] == job  # the same job, requeued — not a new submission
     code, st = status_json(rd)

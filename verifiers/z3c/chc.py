@@ -151,22 +151,26 @@ def validate(
     the `deadline` (a `time.monotonic()` value) passed first.
     """
     undecided: str | None = None
+
+    def budget() -> int:
+        if deadline is None:
+            return timeout_ms
+        return min(timeout_ms, int((deadline - time.monotonic()) * 1000))
+
     for i, c in enumerate(enc.clauses):
-        budget = timeout_ms
-        if deadline is not None:
-            budget = min(budget, int((deadline - time.monotonic()) * 1000))
-            if budget < 20:
-                return None, undecided or "re-check ran out of time"
+        if budget() < 20:
+            return None, undecided or "re-check ran out of time"
         s = z3.Solver()
-        s.set("timeout", max(1, budget))
+        s.set("timeout", max(1, budget()))
         for app in c.body:
             s.add(instantiate(app, interps))
         s.add(c.constraint)
         if c.head is not None:
             s.add(z3.Not(instantiate(c.head, interps)))
         r = s.check()
-        if r == z3.unknown:  # try again with the non-linear arithmetic solver
+        if r == z3.unknown and budget() >= 20:  # again with the non-linear arithmetic solver
             s.set("smt.arith.solver", 6)
+            s.set("timeout", max(1, budget()))
             r = s.check()
         if r == z3.sat:
             return False, f"clause {i} ({c.kind}, line {c.line}) is violated"

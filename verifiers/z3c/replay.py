@@ -27,9 +27,6 @@ from verifiers import cfront
 from verifiers.z3c import encode
 
 _MARK = "VERIBATCH_REACH_ERROR"
-_HARNESS_TYPES = {  # ILP32 spelling (long → int) is applied below when needed
-    name: ctype for name, ctype in encode._NONDET.items()
-}
 
 
 @dataclass
