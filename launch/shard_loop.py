@@ -240,7 +240,9 @@ def run_shard(run_dir: str | Path, stage: str, shard: int, *,
 
 def _record_requeue(rd: RunDir, stage: str, shard: int, e: ShardRequeued) -> None:
     """Note the requeue on the attempt it ended (additive keys): status and the next attempt
-    see a shard that was put back in the queue, not one that failed."""
+    see a shard that was put back in the queue, not one that failed (so an error.json from
+    an earlier attempt, if the signal came before this one cleared it, goes too)."""
+    rd.error(stage, shard).unlink(missing_ok=True)
     try:
         attempt = read_json(rd.attempt(stage, shard))
         if not isinstance(attempt, dict):

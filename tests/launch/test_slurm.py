@@ -10,15 +10,24 @@ from a new process; the records must equal those of a local run of the same plan
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
+import threading
+import time
 
 import pytest
 from pandas.testing import assert_frame_equal
+from submitit.core.job_environment import SignalHandler
+from submitit.core.utils import DelayedSubmission, JobPaths
+from submitit.slurm.slurm import SlurmJobEnvironment
 
-from launch.executors.slurm import SlurmExecutor, chunks
+from launch.api import plan_run
+from launch.executors.slurm import ShardJob, SlurmExecutor, chunks
 from launch.jobs import _expand
+from launch.manifest import create_or_reuse
+from launch.rundir import RunDir
 from launch.shard_loop import is_locked
 
 from .conftest import launch, only_run_dir, stage_records, status_json, wait_until
@@ -58,6 +67,76 @@ def test_dependency_strings_and_chunking():
     # squeue/sacct spell pending array ranges compactly
     assert _expand("12_[0-2,5%4]") == ["12_0", "12_1", "12_2", "12_5"]
     assert _expand("12_3") == ["12_3"] and _expand("13") == ["13"]
+
+
+class _RequeueKilledMidway(SlurmJobEnvironment):
+    """submitit's SLURM job environment, except `scontrol requeue` is replaced by what the
+    old instance sees of it: SLURM's SIGCONT + SIGTERM, arriving before the command returns.
+    On the real cluster that ordering happens only sometimes; here it happens every time."""
+
+    requeued = 0
+
+    def _requeue(self, countdown: int) -> None:
+        type(self).requeued += 1
+        os.kill(os.getpid(), signal.SIGCONT)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _run_with_submitit_handlers(tmp_path, root: str, timeout_min: int, max_num_timeout: int):
+    """ShardJob under submitit's own USR2/SIGTERM handlers, sent USR2 after two more instances."""
+    delayed = DelayedSubmission(ShardJob(), root, "work", 0)
+    delayed.set_timeout(timeout_min, max_num_timeout)
+    paths = JobPaths(tmp_path / "logs", job_id="1")
+    paths.folder.mkdir(exist_ok=True)  # submitit made it at submission
+    handler = SignalHandler(_RequeueKilledMidway(), paths, delayed)
+    ledger = RunDir(root).ledger("work", 0)
+    before = ledger.read_bytes().count(b"\n") if ledger.exists() else 0
+
+    def usr2_after_two() -> None:
+        wait_until(lambda: ledger.exists() and ledger.read_bytes().count(b"\n") >= before + 2,
+                   30, "two more recorded instances")
+        os.kill(os.getpid(), signal.SIGUSR2)
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGUSR2, signal.SIGTERM, signal.SIGCONT)}
+    signal.signal(signal.SIGTERM, handler.bypass)
+    signal.signal(signal.SIGCONT, handler.bypass)
+    signal.signal(signal.SIGUSR2, handler.checkpoint_and_try_requeue)
+    sender = threading.Thread(target=usr2_after_two)
+    sender.start()
+    try:
+        with pytest.raises(BaseException) as info:
+            delayed.result()
+    finally:
+        sender.join()
+        for sig, h in old.items():
+            signal.signal(sig, h)
+    return info.value
+
+
+def test_usr2_requeue_is_not_a_failure_even_when_the_requeue_kill_comes_first(tmp_path):
+    plan = plan_run("selftest", limit=6, options=["sleep_s=0.2"])
+    rd, _ = create_or_reuse(plan, tmp_path / "run")
+    root, shard = str(rd.root), rd.shard_dir("work", 0)
+
+    # requeued: submitit's exit, no error.json, the requeue noted on the attempt
+    exc = _run_with_submitit_handlers(tmp_path, root, timeout_min=30, max_num_timeout=3)
+    assert isinstance(exc, SystemExit) and exc.code == -1, repr(exc)
+    assert _RequeueKilledMidway.requeued == 1
+    assert not (shard / "error.json").exists(), (shard / "error.json").read_text()
+    attempt = json.loads((shard / "attempt.json").read_text())
+    assert attempt["attempt"] == 1 and "requeued" in attempt and not (shard / "DONE").exists()
+
+    # submitit refuses to requeue (timed out too often): a genuine failure, in error.json
+    exc = _run_with_submitit_handlers(tmp_path, root, timeout_min=0, max_num_timeout=0)
+    assert type(exc).__name__ == "UncompletedJobError" and _RequeueKilledMidway.requeued == 1
+    err = json.loads((shard / "error.json").read_text())
+    assert err["type"] == "UncompletedJobError" and "timed-out too many times" in err["message"]
+
+    # the requeued job resumes from the ledger
+    out = ShardJob()(root, "work", 0)
+    stats = json.loads((shard / "stats.json").read_text())
+    assert out["records"] == 6 and stats["attempt"] == 3 and stats["resumed_from_ledger"] >= 4, stats
+    assert not (shard / "error.json").exists()
 
 
 @pytest.mark.slurm
@@ -151,16 +230,19 @@ def test_usr2_before_time_limit_requeues_and_keeps_the_ledger(slurm_cluster, tmp
 
     # SLURM holds a requeued job ~2 minutes (BeginTime); skip that wait, not the requeue.
     if wait_until(requeued, QUEUE_WAIT, "submitit to requeue the job") == "held":
+        seen = time.time()  # the requeue (and slurmd's credential revocation) happened before
         # The old instance is gone (its lock is free) and ended as requeued, not failed.
         wait_until(lambda: not is_locked(shard / "lock"), QUEUE_WAIT, "the old instance to exit")
         assert not (shard / "error.json").exists(), (shard / "error.json").read_text()
         assert "requeued" in json.loads((shard / "attempt.json").read_text())
         code, st = status_json(rd)
         assert st["stages"]["work"]["failed"] == 0 and code == 4, st
-        # Not `StartTime=now`: slurmd revoked the job's credential at the requeue and refuses
-        # (FAILED, "Job credential revoked") a relaunch whose credential is from that same
-        # second — the very race SLURM's BeginTime hold exists to avoid.
-        subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now+2"], check=True)
+        # slurmd revoked the job's credential at the requeue, to the second, and refuses a
+        # relaunch whose credential is from that same second ("Job credential revoked": the
+        # job ends FAILED and the next stage's dependency can never be met) — the race SLURM's
+        # BeginTime hold exists to avoid.  So release the hold only in a later second.
+        time.sleep(max(0.0, math.floor(seen) + 1.1 - time.time()))
+        subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
     watched = launch("status", str(rd), "--watch", "1", timeout=QUEUE_WAIT)  # returns when all ran
     assert watched.returncode == 0, watched.stdout + watched.stderr
     wait_until(lambda: not _active(rd), QUEUE_WAIT, "the aggregate job")
