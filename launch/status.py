@@ -73,6 +73,13 @@ def _error_message(rd: RunDir, stage: str, shard: int) -> str | None:
         return None
 
 
+def _requeued(rd: RunDir, stage: str, shard: int) -> bool:
+    try:
+        return bool(read_json(rd.attempt(stage, shard)).get("requeued"))
+    except (OSError, ValueError):
+        return False
+
+
 def run_state(rd: RunDir, *, live: bool = True, deep: bool = False) -> RunState:
     """`deep` verifies every records file by digest (resume does; status only checks sizes and
     magic bytes, which is enough to see a truncated or half-written file)."""
@@ -104,6 +111,10 @@ def run_state(rd: RunDir, *, live: bool = True, deep: bool = False) -> RunState:
                 state, reason = "failed", err
             elif c.reason not in ("no DONE marker",) and not c.reason.startswith("upstream"):
                 state, reason = "failed", f"output rejected: {c.reason}"
+            elif c.started and js is None and _requeued(rd, stage, k):
+                # USR2 requeue: the same job waits in the queue; without squeue/sacct we
+                # cannot see it, but the shard told us before it exited.
+                state, reason = "pending", "requeued by SLURM (USR2); resumes from its ledger"
             elif c.started:
                 state = "failed"
                 reason = (f"SLURM {js}; " if js else "") + \
