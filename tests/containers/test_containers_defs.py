@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -112,3 +114,31 @@ def test_check_catches_a_swapped_image(tmp_path: Path) -> None:
 def test_build_argv() -> None:
     assert build_argv("/usr/bin/apptainer", DEFS["judge"], Path("/img/judge.sif")) == [
         "/usr/bin/apptainer", "build", "--force", "/img/judge.sif", str(DEFINITIONS_DIR / "judge.def")]
+
+
+def _checksum_block(lines: list[str]) -> str:
+    """The lines of a %post that verify the downloaded file (from `actual=` to its `fi`)."""
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("actual=$(sha256sum"))
+    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "fi")
+    return "\n".join(lines[start:end + 1])
+
+
+@pytest.mark.parametrize("name", ["uautomizer", "dafny"])
+def test_post_refuses_unpinned_or_wrong_downloads(name: str, tmp_path: Path) -> None:
+    """Run the definition's own checksum lines in bash on a stand-in download."""
+    block = _checksum_block(DEFS[name].post)
+    download = re.search(r"sha256sum (\S+)", block).group(1)  # e.g. /tmp/ua.zip
+    fake = tmp_path / "download.zip"
+    fake.write_bytes(b"release archive")
+    good = hashlib.sha256(b"release archive").hexdigest()
+    script = block.replace(download, str(fake))
+
+    def run(pin: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", f"TOOL_URL=u\nTOOL_SHA256={pin}\n{script}\necho BUILT"],
+                              capture_output=True, text=True)
+
+    assert "BUILT" in run(good).stdout
+    unpinned = run("UNPINNED")
+    assert unpinned.returncode != 0 and "BUILT" not in unpinned.stdout and good in unpinned.stderr
+    wrong = run("0" * 64)
+    assert wrong.returncode != 0 and "checksum mismatch" in wrong.stderr
