@@ -336,7 +336,14 @@ def logs(run: RunArg, runs_dir: RunsDirOpt = None,
 
 @app.command()
 def cancel(run: RunArg, runs_dir: RunsDirOpt = None) -> None:
-    """scancel the run's SLURM jobs and stop its local shard processes (ledgers are kept)."""
+    """scancel the run's SLURM jobs and stop its local shard processes (ledgers are kept).
+
+    RUN may also be a `launch serve` directory: its server is asked to stop, then scancelled."""
+    if (Path(run) / "serve.json").is_file():
+        from .commands.serve import stop_serve
+
+        out.print(f"stopped serve {run}: {stop_serve(Path(run))}", highlight=False)
+        return
     rd = _load(run, runs_dir)
     actions = guarded(lambda: cancel_run(rd))
     out.print("\n".join(actions) if actions else "nothing to cancel")
