@@ -70,6 +70,8 @@ class ReplayEngine(Engine):
                 raise EngineError(f"replay: cannot read {path}: {exc}") from exc
             self.sources.append(path)
             for n, row in enumerate(rows):
+                if row["request_key"] is None:
+                    continue  # a task's own row without a completion (e.g. unparsable program)
                 try:
                     self._add(str(row["request_key"]), completion_from_record(row))
                 except (KeyError, TypeError, ValueError) as exc:

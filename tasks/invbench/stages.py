@@ -147,7 +147,7 @@ def sampling_for(config: RunConfig) -> Any:
 
 
 def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
-    from inference import open_engine
+    from inference import completion_to_record, open_engine
 
     config = ctx.config
     assert config.model is not None
@@ -171,22 +171,17 @@ def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
     with open_engine(config.model, cache_dir=cache_dir) as engine:
         for start in range(0, len(requests), batch):
             chunk = requests[start : start + batch]
-            for inst, comps in zip(marked_ok[start : start + batch], engine.generate(chunk), strict=True):
+            answers = engine.generate(chunk)
+            for inst, req, comps in zip(marked_ok[start : start + batch], chunk, answers, strict=True):
+                # The completion columns are inference's own (`completion_to_record`), so that
+                # `replay:RUN` re-reads them from these records, not from a cache.
                 recs = [
                     {
+                        **completion_to_record(engine, req, c),
                         "arm": ARM_MODEL,
                         "status": "error" if c.error else "ok",
-                        "model": config.model,
-                        "engine": c.engine,
-                        "model_revision": c.model_revision,
-                        "sample_index": c.index,
-                        "text": c.text,
-                        "finish_reason": c.finish_reason,
-                        "error": c.error,
-                        "prompt_tokens": c.prompt_tokens,
-                        "completion_tokens": c.completion_tokens,
+                        "model_spec": config.model,
                         "generation_time_s": c.latency_s,
-                        "sampling": json.dumps(c.sampling, sort_keys=True),
                         "prompt_template": template_hash(),
                     }
                     for c in comps
@@ -203,10 +198,12 @@ def _candidates_from_model(gen: list[Record], labels: list[int]) -> list[tuple[i
     out: list[tuple[int, str, Answer | str]] = []
     for r in sorted(gen, key=lambda r: r.get("sample_index", 0)):
         if r.get("status") != "ok":
-            out.append((int(r.get("sample_index", -1)), r.get("text") or "", f"{ENGINE_ERROR}: {r.get('error')}"))
+            why = r.get("completion_error") or r.get("error")
+            out.append((int(r.get("sample_index", -1)), r.get("completion_text") or "", f"{ENGINE_ERROR}: {why}"))
             continue
-        parsed = parse_answer(r["text"], labels)
-        out.append((int(r["sample_index"]), r["text"], parsed if isinstance(parsed, Answer) else parsed.reason))
+        text = r["completion_text"]
+        parsed = parse_answer(text, labels)
+        out.append((int(r["sample_index"]), text, parsed if isinstance(parsed, Answer) else parsed.reason))
     return out
 
 

@@ -165,6 +165,22 @@ def test_tiny_model_on_20_easy_programs(tiny20: tuple[str, Path], tmp_path: Path
     assert t2.loc[0, "covered"] == 20 and t2.loc[0, "missing"] == 0
     assert t2.loc[0, "model"] == f"hf:{model}"
 
+    # `replay:RUN` re-scores the same generations without the model: it reads the completion
+    # columns of the records (the completion cache is deleted first, so nothing else can answer)
+    shutil.rmtree(out.rd.root / "cache")
+    replay = plan_run("invbench", dataset=dataset, model=f"replay:{out.rd.root}",
+                      options=["budget_s=10"], sampling={"max_tokens": 48})
+    again = launch_run(replay, tmp_path / "replay", ExecChoice("local", workers=1), progress=False)
+    assert again.ok, again
+    _, replayed = _verify_frame(again.rd.root)
+    key = ["instance_id", "sample_index"]
+    first = gen[gen["status"] == "ok"].set_index(key).sort_index()
+    second = replayed["generate"][replayed["generate"]["status"] == "ok"].set_index(key).sort_index()
+    assert len(first) == 19
+    assert second["completion_text"].equals(first["completion_text"])
+    assert set(second["engine"]) == {"hf"}  # the engine that really generated the text
+    assert second["latency_s"].equals(first["latency_s"])  # generation time stays the original
+
 
 def _launch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """`launch ...` in a fresh process, as a user types it."""
