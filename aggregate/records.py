@@ -46,11 +46,8 @@ def instance_ids(run_dir: Path) -> list[str]:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def shard_table(run_dir: Path, stage: str, shard: int) -> pa.Table | None:

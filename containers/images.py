@@ -33,11 +33,8 @@ def images_dir(explicit: Path | None = None) -> Path:
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def read_lock(directory: Path) -> dict[str, Any]:

@@ -35,11 +35,8 @@ def input_hash(identity: str, stage: str, shard: int, shards: int, span: ShardSp
 
 
 def file_sha256(path: Any) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def read_done(rd: RunDir, stage: str, shard: int) -> dict[str, Any] | None:

@@ -12,8 +12,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aggregate.build import build
-
 from .completion import completion_map
 from .instances import read_spans
 from .manifest import load_manifest
@@ -54,6 +52,9 @@ def aggregate_run(rd: RunDir, formats: tuple[str, ...] = ("md", "csv")) -> Aggre
     manifest = load_manifest(rd)
     comp = completion_map(rd, manifest, read_spans(rd), deep=True)
     missing = [f"{st}/{k}" for st, col in comp.items() for k, c in enumerate(col) if not c.complete]
+    # pandas is imported here, not at start-up: `launch status` must stay fast.
+    from aggregate.build import build
+
     result = build(rd.root, formats)
     msg = (f"{len(missing)} shard(s) incomplete: {', '.join(missing[:10])}"
            + (" ..." if len(missing) > 10 else "")) if missing else ""

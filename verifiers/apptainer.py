@@ -52,11 +52,8 @@ def image_digest(image: Path) -> str:
     with _LOCK:
         if k in _DIGESTS:
             return _DIGESTS[k]
-    h = hashlib.sha256()
     with open(image, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    digest = h.hexdigest()
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
     with _LOCK:
         _DIGESTS[k] = digest
     return digest

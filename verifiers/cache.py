@@ -37,11 +37,8 @@ from verifiers.result import Limits, Status, VerifierResult
 
 
 def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def query_key(tool: str, version: str, runtime: str, query: Query) -> str:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pandas as pd
 import typer
 
 from launch.rundir import resolve_run
+
+if TYPE_CHECKING:  # pandas is only needed when a command runs, not when `launch` starts
+    import pandas as pd
 
 
 def stage_frames(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:

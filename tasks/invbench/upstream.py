@@ -20,6 +20,7 @@ import tarfile
 from pathlib import Path
 
 from tasks.base import DatasetError
+from tasks.invbench.data import hash_files
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +48,8 @@ def verify_tree(root: Path) -> list[str]:
         if got != want:
             raise DatasetError(f"{path}: sha256 {got} does not match the pinned {want}")
     for rel, tree in pins["trees"].items():
-        h = hashlib.sha256()
-        progs = sorted((root / rel).glob("*.c"))
-        for p in progs:
-            h.update(p.name.encode() + b"\0" + hashlib.sha256(p.read_bytes()).hexdigest().encode() + b"\n")
-        if len(progs) != tree["count"] or h.hexdigest() != tree["sha256"]:
+        progs = list((root / rel).glob("*.c"))
+        if len(progs) != tree["count"] or hash_files(progs, root / rel) != tree["sha256"]:
             raise DatasetError(f"{root / rel}: content does not match the pinned tree hash")
     return [
         str(p.relative_to(root))
