@@ -113,8 +113,11 @@ def make_config(
     merged = dict(task.default_sampling(model))
     merged.update({k: v for k, v in (sampling or {}).items() if v is not None})
     kwargs: dict[str, Any] = {}
-    if strategy:
-        kwargs["strategy"] = strategy
+    strategy = strategy or task.strategies[0]
+    if strategy not in task.strategies:
+        raise PlanError(f"unknown strategy {strategy!r} for task {task.name}; known strategies: "
+                        + ", ".join(task.strategies))
+    kwargs["strategy"] = strategy
     if verifier:
         kwargs["verifier"] = verifier
     config = RunConfig(
@@ -128,7 +131,8 @@ def make_config(
         options=parse_options(task, options),
         **kwargs,
     )
-    return task.resolve_config(config)
+    config = task.resolve_config(config)
+    return replace(config, versions=dict(task.versions(config)))
 
 
 def _looks_like_path(dataset: str) -> bool:

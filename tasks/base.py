@@ -87,6 +87,10 @@ class RunConfig:
     shards: int = 1
     limit: int | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    # Versions of what turns inputs into results beyond the fields above: prompt templates,
+    # answer parsers, the verifier encoding...  Filled at plan time from `Task.versions`, so a
+    # changed template is a new run id rather than a silent mix of old and new outputs.
+    versions: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return json.loads(json.dumps(asdict(self), sort_keys=True, default=str))
@@ -138,6 +142,14 @@ class Stage:
     mem_gb: int = 4
     # Wall-time estimate for one instance, used to size SLURM time limits.
     seconds_per_instance: float = 60.0
+    # What `launch regress` compares per instance between two runs; a task declares it here so
+    # the comparison needs to know no task by name.  None: the stage has no such column.
+    verdict_column: str | None = None      # record column holding the verdict / status
+    time_column: str | None = None         # record column: seconds the record's work took
+    time_limit_column: str | None = None   # record column: the limit that time ran under
+    # Columns that tell apart several records of one instance (e.g. ``("sample",)``); records
+    # of the two runs are matched on (instance_id, *record_key).
+    record_key: tuple[str, ...] = ()
 
 
 class Task(ABC):
@@ -145,6 +157,9 @@ class Task(ABC):
 
     name: ClassVar[str]
     default_dataset: ClassVar[str]
+    # `--strategy` values this task understands; the first is the default.  `launch/` refuses
+    # any other string before it can reach a run id.
+    strategies: ClassVar[tuple[str, ...]] = ("default",)
 
     @abstractmethod
     def datasets(self) -> dict[str, str]:
@@ -168,6 +183,14 @@ class Task(ABC):
 
     def default_sampling(self, config_model: str | None) -> dict[str, Any]:
         """Sampling parameters used when the user gives none."""
+        return {}
+
+    def versions(self, config: RunConfig) -> dict[str, str]:
+        """Versions (short hashes or labels) of the prompt template(s), answer parser and
+        verifier encoding this config uses.  `launch/` stores them in `RunConfig.versions`,
+        which is part of the run identity: editing a template must not let `resume` mix
+        answers to the old prompt with answers to the new one.  Called after
+        `resolve_config`."""
         return {}
 
     def resolve_config(self, config: RunConfig) -> RunConfig:

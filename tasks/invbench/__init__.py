@@ -98,6 +98,11 @@ class InvBenchTask(Task):
 
         return replace(config, verifier_version=verifier_for(config).version)
 
+    def versions(self, config: RunConfig) -> dict[str, str]:
+        from tasks.invbench.prompt import template_hash
+
+        return {"prompt": template_hash()} if config.model is not None else {}
+
     def stages(self, config: RunConfig) -> list[Stage]:
         from tasks.invbench.stages import build_stages
 

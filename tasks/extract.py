@@ -1,0 +1,151 @@
+"""Pulling code and labels out of a model's answer, shared by every task.
+
+Each benchmark asks the model for something it then has to find in free text: a whole
+program (DafnyComp), an input generator or brute force (REFUTE), a GENUINE/SPURIOUS label
+(CE-Bench).  Models wrap it in fences, prose, several drafts, or run out of tokens half way.
+This module never guesses: every way an answer can look is a *named outcome*, recorded by
+the task, so a table can say how many answers were unusable and why.
+
+Outcomes of `extract_code`:
+
+- ``ok``: exactly one fenced block (in an accepted language), prose around it allowed;
+- ``multiple_blocks``: several candidate blocks; the task's `pick` rule chose one
+  (recorded, because "which draft did the model mean?" is a guess the table should show);
+- ``truncated``: an opening fence without its closing fence, or ``finish_reason="length"``
+  (the code is returned but must not be trusted as complete);
+- ``no_block``: no fence at all; with ``bare_ok`` the whole text is taken as code
+  (outcome ``bare``), otherwise nothing is extracted;
+- ``empty``: the answer (or the only block) is blank.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+Outcome = Literal["ok", "multiple_blocks", "truncated", "no_block", "bare", "empty"]
+OUTCOMES: tuple[Outcome, ...] = ("ok", "multiple_blocks", "truncated", "no_block", "bare", "empty")
+
+# A fence line: ``` or ~~~ (3 or more), an optional info string (language), nothing else.
+_FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\s`]*)[^\n`]*$")
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    language: str        # the fence's info string, lower-cased ("" when none)
+    text: str            # the lines between the fences
+    closed: bool         # False: the answer ended inside this block
+    start_line: int      # 1-based line of the opening fence in the answer
+
+
+@dataclass(frozen=True)
+class Extraction:
+    outcome: Outcome
+    code: str | None
+    blocks: tuple[CodeBlock, ...] = field(default_factory=tuple)
+    chosen: int | None = None          # index into `blocks` of the block returned
+
+    @property
+    def usable(self) -> bool:
+        """Code that can be checked as the model's complete answer."""
+        return self.outcome in ("ok", "multiple_blocks", "bare") and bool(self.code and self.code.strip())
+
+
+def code_blocks(text: str) -> list[CodeBlock]:
+    """Every fenced block in `text`, in order (CommonMark rules: a block closes at a fence of
+    the same character at least as long; an unclosed block runs to the end)."""
+    blocks: list[CodeBlock] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, info = m.group("fence"), m.group("info").lower()
+        body: list[str] = []
+        j = i + 1
+        closed = False
+        while j < len(lines):
+            close = _FENCE.match(lines[j])
+            if close and close.group("fence")[0] == fence[0] and len(close.group("fence")) >= len(fence) \
+                    and not close.group("info"):
+                closed = True
+                break
+            body.append(lines[j])
+            j += 1
+        blocks.append(CodeBlock(info, "\n".join(body) + ("\n" if body else ""), closed, i + 1))
+        i = j + 1
+    return blocks
+
+
+def extract_code(text: str | None, *, languages: Sequence[str] = (),
+                 pick: Literal["last", "first", "longest"] = "last",
+                 finish_reason: str | None = None, bare_ok: bool = False) -> Extraction:
+    """The program in a model's answer.  `languages` (lower-case info strings, e.g.
+    ``("dafny",)``) filters the blocks when any block carries one of them; blocks with no
+    language count as candidates too.  `pick` decides between several candidates."""
+    if text is None or not text.strip():
+        return Extraction("empty", None)
+    blocks = tuple(code_blocks(text))
+    wanted = {lang.lower() for lang in languages}
+    candidates = [k for k, b in enumerate(blocks) if not wanted or b.language in wanted or not b.language]
+    if wanted and any(blocks[k].language in wanted for k in candidates):
+        candidates = [k for k in candidates if blocks[k].language in wanted]
+    if not blocks or not candidates:
+        if bare_ok and not blocks:
+            outcome: Outcome = "truncated" if finish_reason == "length" else "bare"
+            return Extraction(outcome, text, blocks)
+        return Extraction("no_block", None, blocks)
+    if pick == "first":
+        chosen = candidates[0]
+    elif pick == "longest":
+        chosen = max(candidates, key=lambda k: len(blocks[k].text))
+    else:
+        chosen = candidates[-1]
+    block = blocks[chosen]
+    if not block.closed or (finish_reason == "length" and chosen == len(blocks) - 1):
+        return Extraction("truncated", block.text, blocks, chosen)
+    if not block.text.strip():
+        return Extraction("empty", None, blocks, chosen)
+    return Extraction("ok" if len(candidates) == 1 else "multiple_blocks", block.text, blocks, chosen)
+
+
+@dataclass(frozen=True)
+class LabelAnswer:
+    """A label read from an answer, or why none could be: ``ok``, ``none`` (no label word),
+    ``conflict`` (the final answer names two different labels), ``empty``."""
+
+    outcome: Literal["ok", "none", "conflict", "empty"]
+    label: str | None
+
+
+def extract_label(text: str | None, labels: Sequence[str]) -> LabelAnswer:
+    """The label a model's answer settles on, among `labels` (e.g. GENUINE, SPURIOUS).
+
+    An explicit verdict line (``answer: X``, ``final answer: X``, ``verdict: X``,
+    ``label: X``, ``**X**`` on its own line) wins; the last such line counts, since
+    reasoning models revise themselves.  Without one, the label words in the last non-empty
+    line decide; a line naming two different labels is a conflict, never a guess.
+    """
+    if text is None or not text.strip():
+        return LabelAnswer("empty", None)
+    alternatives = "|".join(re.escape(lab) for lab in sorted(labels, key=len, reverse=True))
+    word = re.compile(rf"(?<![A-Za-z_])({alternatives})(?![A-Za-z_])", re.IGNORECASE)
+    verdict_line = re.compile(
+        rf"^\W*(?:(?:final\s+)?answer|verdict|label|classification|result)\W*[:=\-]?\W*({alternatives})\W*$"
+        rf"|^\W*\**\s*({alternatives})\s*\**\W*$", re.IGNORECASE)
+    canon = {lab.lower(): lab for lab in labels}
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for line in reversed(lines):
+        m = verdict_line.match(line)
+        if m:
+            return LabelAnswer("ok", canon[(m.group(1) or m.group(2)).lower()])
+    found = {canon[w.lower()] for w in word.findall(lines[-1])}
+    if len(found) == 1:
+        return LabelAnswer("ok", found.pop())
+    if len(found) > 1:
+        return LabelAnswer("conflict", None)
+    return LabelAnswer("none", None)

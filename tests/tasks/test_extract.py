@@ -1,0 +1,53 @@
+"""Shared answer extraction: every shape of answer maps to a named outcome, never a guess."""
+
+from tasks.extract import extract_code, extract_label
+
+LABELS = ("GENUINE", "SPURIOUS")
+
+
+def test_one_block_with_prose_around_it() -> None:
+    ex = extract_code("Here is the program:\n```dafny\nmethod M() {}\n```\nIt verifies.")
+    assert ex.outcome == "ok" and ex.code == "method M() {}\n" and ex.usable
+
+
+def test_several_blocks_take_the_requested_language_then_the_pick_rule() -> None:
+    text = "```python\nprint(1)\n```\n```cpp\nint a;\n```\n```cpp\nint main(){}\n```"
+    last = extract_code(text, languages=("cpp",))
+    assert last.outcome == "multiple_blocks" and last.code == "int main(){}\n"
+    first = extract_code(text, languages=("cpp",), pick="first")
+    assert first.code == "int a;\n"
+    only_py = extract_code(text, languages=("python",))
+    assert only_py.outcome == "ok" and only_py.code == "print(1)\n"
+
+
+def test_unclosed_block_or_length_finish_is_truncated_and_unusable() -> None:
+    ex = extract_code("```dafny\nmethod M() {\n  var x")
+    assert ex.outcome == "truncated" and not ex.usable and ex.code.startswith("method M()")
+    ex = extract_code("```dafny\nmethod M() {}\n```", finish_reason="length")
+    assert ex.outcome == "truncated"
+
+
+def test_no_fence_is_no_block_unless_bare_code_is_accepted() -> None:
+    assert extract_code("method M() {}").outcome == "no_block"
+    bare = extract_code("method M() {}", bare_ok=True)
+    assert bare.outcome == "bare" and bare.code == "method M() {}"
+    assert extract_code("   \n").outcome == "empty"
+    assert extract_code("```\n\n```").outcome == "empty"
+
+
+def test_longer_fence_contains_a_shorter_one() -> None:
+    ex = extract_code("````markdown\n```\ninner\n```\n````")
+    assert ex.outcome == "ok" and ex.code == "```\ninner\n```\n"
+
+
+def test_label_from_a_verdict_line_wins_and_the_last_one_counts() -> None:
+    text = "At first I thought GENUINE.\nAnswer: GENUINE\nWait, the loop bound...\nFinal answer: spurious"
+    assert extract_label(text, LABELS).label == "SPURIOUS"
+    assert extract_label("**GENUINE**", LABELS).label == "GENUINE"
+
+
+def test_label_conflict_none_and_empty_are_named() -> None:
+    assert extract_label("It could be GENUINE or SPURIOUS.", LABELS).outcome == "conflict"
+    assert extract_label("I cannot tell.", LABELS).outcome == "none"
+    assert extract_label("", LABELS).outcome == "empty"
+    assert extract_label("The state is genuinely odd", LABELS).outcome == "none"
