@@ -50,6 +50,7 @@ def compute(n: int, iterations: int) -> int:
 class SelfTest(Task):
     name = "selftest"
     default_dataset = "smoke"
+    strategies = ("default", "alternate")  # the second changes nothing but the run id
 
     def datasets(self) -> dict[str, str]:
         return {k: f"{v} generated instances" for k, v in SIZES.items()}

@@ -27,10 +27,16 @@ def test_same_inputs_same_run_id():
     {"sampling": {"temperature": 0.7}},
     {"limit": 5},
     {"verifier": "uautomizer"},
-    {"strategy": "best-of-n"},
+    {"strategy": "alternate"},
 ])
 def test_result_relevant_change_gives_new_run_id(change):
     assert run_id_for(cfg(**change)) != run_id_for(cfg())
+
+
+def test_unknown_strategy_is_refused_before_it_reaches_a_run_id():
+    with pytest.raises(PlanError, match="unknown strategy 'best-of-n'.*default, alternate"):
+        cfg(strategy="best-of-n")
+    assert cfg().strategy == "default"
 
 
 def test_option_default_given_explicitly_is_the_same_run():
