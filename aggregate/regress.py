@@ -532,6 +532,7 @@ def regress(base_dir: Path, current_dir: Path, th: Thresholds | None = None) -> 
             cells, notes = compare_table(btables[key], ctables[key], th)
             report.cells += cells
             report.notes += notes
+    report.notes = sorted(dict.fromkeys(report.notes))
     cell_order = {"regression": 0, "improvement": 1, "noise": 2, "changed": 3}
     report.cells.sort(key=lambda c: cell_order.get(c.kind, 9))
     return report

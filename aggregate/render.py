@@ -12,6 +12,7 @@ importing any task's code.  Schema: docs/nightly.md.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import math
@@ -95,10 +96,8 @@ def json_value(v: Any) -> Any:
     if v is None:
         return None
     if hasattr(v, "item") and not isinstance(v, str | bytes):
-        try:
+        with contextlib.suppress(ValueError, AttributeError):
             v = v.item()
-        except (ValueError, AttributeError):
-            pass
     try:
         import pandas as pd
 
