@@ -89,16 +89,18 @@ def to_markdown(r: RegressReport) -> str:
         items = [c for c in r.records if c.kind == kind]
         if not items:
             continue
+        keyed = any(c.key for c in items)  # a stage without record_key: no key column
         lines += [f"## {KIND_TITLES[kind]}: {len(items)}", "",
-                  "| stage | instance | key | BASE verdict | CURRENT verdict | BASE time (s) | "
-                  "CURRENT time (s) | limits (s) | note |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| stage | instance |" + (" key |" if keyed else "") + " BASE verdict | CURRENT verdict | "
+                  "BASE time (s) | CURRENT time (s) | limits (s) | note |",
+                  "|---|---|" + ("---|" if keyed else "") + "---|---|---|---|---|---|"]
         for c in items[:MAX_LISTED]:
-            lines.append(f"| {c.stage} | {c.instance_id} | {_key(c)} | {_fmt(c.base_verdict)} | "
-                         f"{_fmt(c.current_verdict)} | {_fmt(c.base_time_s)} | {_fmt(c.current_time_s)} | "
-                         f"{_fmt(c.base_limit_s)} / {_fmt(c.current_limit_s)} | {_md_escape(c.note)} |")
+            lines.append(f"| {c.stage} | {c.instance_id} |" + (f" {_key(c)} |" if keyed else "")
+                         + f" {_fmt(c.base_verdict)} | {_fmt(c.current_verdict)} | {_fmt(c.base_time_s)} | "
+                         f"{_fmt(c.current_time_s)} | {_fmt(c.base_limit_s)} / {_fmt(c.current_limit_s)} | "
+                         f"{_md_escape(c.note)} |")
         if len(items) > MAX_LISTED:
-            lines.append(f"| … {len(items) - MAX_LISTED} more (see the JSON output) |||||||||")
+            lines.append(f"\n… {len(items) - MAX_LISTED} more (see the JSON output)")
         lines.append("")
     lines += _cells_md("Table cells: regressions", r.cell_regressions)
     lines += _cells_md("Table cells: other changes", [c for c in r.cells if c.kind != "regression"])
@@ -148,10 +150,11 @@ def to_html(r: RegressReport) -> str:
         items = [c for c in r.records if c.kind == kind]
         if items:
             parts.append(f"<h4>{html.escape(KIND_TITLES[kind])}: {len(items)}</h4>\n")
-            parts.append(_table(["stage", "instance", "key", "BASE", "CURRENT", "BASE time (s)",
-                                 "CURRENT time (s)", "note"],
-                                [[c.stage, c.instance_id, _key(c), _fmt(c.base_verdict), _fmt(c.current_verdict),
-                                  _fmt(c.base_time_s), _fmt(c.current_time_s), c.note]
+            keyed = any(c.key for c in items)
+            parts.append(_table(["stage", "instance", *(["key"] if keyed else []), "BASE", "CURRENT",
+                                 "BASE time (s)", "CURRENT time (s)", "note"],
+                                [[c.stage, c.instance_id, *([_key(c)] if keyed else []), _fmt(c.base_verdict),
+                                  _fmt(c.current_verdict), _fmt(c.base_time_s), _fmt(c.current_time_s), c.note]
                                  for c in items[:MAX_LISTED]]))
     changed = [c for c in r.cells if c.kind in ("regression", "improvement", "noise")]
     if changed:
