@@ -15,7 +15,7 @@ import pandas as pd
 
 from .records import StageRecords, load_run
 from .render import to_markdown, write_table
-from .table import Table
+from .table import Metric, Table
 
 
 @dataclass
@@ -38,7 +38,9 @@ def summary_table(manifest: dict, stages: dict[str, StageRecords]) -> Table:
         rows.append(row)
     return Table(key=f"summary_{manifest['config']['task']}",
                  title=f"Run {manifest['run_id']}: records per stage",
-                 frame=pd.DataFrame(rows).fillna(0),
+                 frame=pd.DataFrame(rows).fillna(0), index=("stage",),
+                 metrics={"covered": Metric("count"),
+                          "missing": Metric("count", higher_is_better=False)},
                  caption="covered/missing: instances with/without records in complete shards.")
 
 

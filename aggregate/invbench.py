@@ -16,18 +16,23 @@ docs/invbench.md.
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from aggregate.table import Table
+from aggregate.table import Metric, Plot, Table
 
 BUDGETS_S = (10.0, 100.0, 300.0, 600.0)
 SPLIT_TABLE = {"easy": "Table 2", "hard": "Table 3"}
 SOLVED_TABLE = {"hard": "Table 4"}
+
+
+def _sampled(manifest: dict[str, Any]) -> bool:
+    """Model arms come from sampled generations (`launch regress` tests their changes for
+    significance); the reference arms are deterministic up to timing."""
+    return bool((manifest.get("config") or {}).get("model"))
 
 
 def _expected_ids(run_dir: Path, manifest: dict[str, Any]) -> list[str] | None:
@@ -112,6 +117,15 @@ def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame
             key=f"table2_invbench_{split}",
             title=f"{name}: invariant correctness and speedup ({split} split)",
             frame=pd.DataFrame(out),
+            index=("split", "model", "arm", "N"),
+            metrics={"pct_correct_invariant": Metric("rate", sampled=_sampled(manifest), unit="%"),
+                     "pct_speedup": Metric("rate", sampled=_sampled(manifest), unit="%"),
+                     "speedup_gt1": Metric("mean", sampled=_sampled(manifest), unit="×"),
+                     "speedup_all": Metric("mean", sampled=_sampled(manifest), unit="×"),
+                     "decided": Metric("count", sampled=_sampled(manifest), unit="instances"),
+                     "no_valid_candidate": Metric("count", sampled=_sampled(manifest),
+                                                  higher_is_better=False, unit="instances"),
+                     "baseline_unsolved": Metric("count", higher_is_better=False, unit="instances")},
             caption=(
                 "% correct invariant: d_a = TRUE (ψ proved invariant within the timeout). "
                 "% speedup: instances with speedup > 1, speedup = baseline time / (generation "
@@ -163,6 +177,9 @@ def _solved_table(run_dir: Path, manifest: dict[str, Any], baseline: pd.DataFram
             key=f"table4_solved_{split}",
             title=f"{name}: solved instances under time budgets ({split} split)",
             frame=pd.DataFrame(out),
+            index=("split", "solver"),
+            metrics={c: Metric("count", sampled=_sampled(manifest), unit="instances")
+                     for c in out[0] if c.startswith("solved_")},
             caption=(
                 f"Solved = a TRUE/FALSE verdict within the budget. Baseline: verifier alone "
                 f"(run budget {budget:g} s, so larger budgets are not shown). Arms: generation "
@@ -196,7 +213,12 @@ def _distribution_tables(run_dir: Path, manifest: dict[str, Any], baseline: pd.D
         frame.insert(0, "split", split)
         frame["covered"], frame["missing"] = len(part), expected.get(split, len(part)) - len(part)
         tables.append(Table(key=f"speedup_distribution_{split}", title=f"Speedup distribution ({split} split)",
-                            frame=frame, caption="Instances per speedup bin [from, to); covered = instance records."))
+                            frame=frame, caption="Instances per speedup bin [from, to); covered = instance records.",
+                            index=("split", "speedup_from", "speedup_to"),
+                            metrics={"instances": Metric("count", unit="instances")},
+                            plots=(Plot("bar", x="speedup_from", x_to="speedup_to", y=("instances",),
+                                        x_label="speedup = baseline time / (generation + decision time)",
+                                        y_label="instances"),)))
         base = baseline[baseline["instance_id"].map(_split_of) == split] if len(baseline) else baseline
         total = pd.to_numeric(_col(part, "total_time_s"), errors="coerce")
         decided = _col(part, "decision").isin(["TRUE", "FALSE"])
@@ -211,67 +233,23 @@ def _distribution_tables(run_dir: Path, manifest: dict[str, Any], baseline: pd.D
             curve.append(r)
         tables.append(Table(key=f"solved_vs_budget_{split}", title=f"Solved instances vs time budget ({split} split)",
                             frame=pd.DataFrame(curve),
-                            caption="Baseline: verifier alone; arm: generation + decision time."))
+                            caption="Baseline: verifier alone; arm: generation + decision time.",
+                            index=("split", "budget_s"),
+                            metrics={"baseline_solved": Metric("count", unit="instances"),
+                                     "arm_solved": Metric("count", sampled=_sampled(manifest), unit="instances")},
+                            plots=(Plot("line", x="budget_s", y=("baseline_solved", "arm_solved"),
+                                        x_label="time budget (s)", y_label="instances solved",
+                                        log_x=True),)))
     return tables
 
 
-def _svg_bars(labels: list[str], values: list[int], title: str) -> str:
-    w, h, pad = 420, 200, 30
-    top = max(values + [1])
-    bw = (w - 2 * pad) / max(len(values), 1)
-    parts = [f'<svg width="{w}" height="{h + 40}" xmlns="http://www.w3.org/2000/svg">',
-             f'<text x="{pad}" y="14" font-size="12">{html.escape(title)}</text>']
-    for i, (lab, v) in enumerate(zip(labels, values, strict=True)):
-        bh = (h - pad) * v / top
-        x, y = pad + i * bw, h - bh
-        parts.append(f'<rect x="{x + 2:.1f}" y="{y:.1f}" width="{bw - 4:.1f}" height="{bh:.1f}" fill="#4a7ebb"/>')
-        parts.append(f'<text x="{x + bw / 2:.1f}" y="{y - 3:.1f}" font-size="10" text-anchor="middle">{v}</text>')
-        parts.append(f'<text x="{x + bw / 2:.1f}" y="{h + 14}" font-size="9" text-anchor="middle">'
-                     f"{html.escape(lab)}</text>")
-    return "".join(parts) + "</svg>"
-
-
-def _svg_lines(xs: list[float], series: dict[str, list[int]], title: str) -> str:
-    w, h, pad = 420, 200, 30
-    top = max([max(v) for v in series.values() if v] + [1])
-    n = max(len(xs) - 1, 1)
-    parts = [f'<svg width="{w}" height="{h + 40}" xmlns="http://www.w3.org/2000/svg">',
-             f'<text x="{pad}" y="14" font-size="12">{html.escape(title)}</text>']
-    for (name, ys), color in zip(series.items(), ("#4a7ebb", "#d9822b"), strict=False):
-        pts = " ".join(f"{pad + i * (w - 2 * pad) / n:.1f},{h - (h - pad) * y / top:.1f}" for i, y in enumerate(ys))
-        parts.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
-        parts.append(f'<text x="{w - pad}" y="{h - (h - pad) * ys[-1] / top - 4:.1f}" font-size="10" '
-                     f'text-anchor="end" fill="{color}">{html.escape(name)}</text>')
-    for i, x in enumerate(xs):
-        parts.append(f'<text x="{pad + i * (w - 2 * pad) / n:.1f}" y="{h + 14}" font-size="9" '
-                     f'text-anchor="middle">{x:g}s</text>')
-    return "".join(parts) + "</svg>"
-
-
-def plots_html(tables: list[Table]) -> str:
-    """One HTML page with the speedup distribution and solved-vs-budget plots (inline SVG)."""
-    body = []
-    for t in tables:
-        f = t.frame
-        if t.key.startswith("speedup_distribution_") and len(f):
-            labels = [f"[{a:g},{b:g})" if pd.notna(a) else "none" for a, b in zip(f["speedup_from"], f["speedup_to"], strict=True)]
-            body.append(_svg_bars(labels, [int(v) for v in f["instances"]], t.title))
-        elif t.key.startswith("solved_vs_budget_") and len(f):
-            body.append(_svg_lines([float(x) for x in f["budget_s"]],
-                                   {"baseline": [int(v) for v in f["baseline_solved"]],
-                                    "arm": [int(v) for v in f["arm_solved"]]}, t.title))
-    return "<!doctype html><html><body><h2>InvBench plots</h2>\n" + "\n".join(body) + "\n</body></html>\n"
-
-
 def build_tables(run_dir: Path, manifest: dict[str, Any], stages: dict[str, pd.DataFrame]) -> list[Table]:
-    """All InvBench tables of one run; also writes ``tables/invbench_plots.html`` (two plots)."""
+    """All InvBench tables of one run (the distribution tables declare their plots, which
+    `launch report` draws)."""
     baseline = stages.get("baseline", pd.DataFrame())
     verify = stages.get("verify", pd.DataFrame())
     tables = [*_speedup_table(run_dir, manifest, verify), *_solved_table(run_dir, manifest, baseline, verify)]
     tables += _distribution_tables(run_dir, manifest, baseline, verify)
-    out = run_dir / "tables"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "invbench_plots.html").write_text(plots_html(tables), encoding="utf-8")
     return tables
 
 
@@ -294,4 +272,7 @@ def compare_runs(runs: list[tuple[str, Path, dict[str, Any], dict[str, pd.DataFr
                else "Table 6: comparison of runs (e.g. base vs fine-tuned model)"),
         frame=frame,
         caption="Columns as in Table 2; one row per run and split. Compare rows of the same split only.",
+        index=("run", "split", "model", "arm", "N"),
+        metrics={c: Metric("rate" if c.startswith("pct_") else "mean", unit="%" if c.startswith("pct_") else "×")
+                 for c in ("pct_correct_invariant", "pct_speedup", "speedup_gt1", "speedup_all")},
     )

@@ -55,7 +55,11 @@ def stage_entries(plan: Plan) -> list[dict[str, Any]]:
     entries = [
         {"name": s.name, "resource": s.resource, "needs": list(s.needs),
          "cpus_per_task": s.cpus_per_task, "gpus_per_task": s.gpus_per_task,
-         "mem_gb": s.mem_gb, "seconds_per_instance": s.seconds_per_instance}
+         "mem_gb": s.mem_gb, "seconds_per_instance": s.seconds_per_instance,
+         # what `launch regress` compares per instance (read from this file, not from task code)
+         "verdict_column": s.verdict_column, "time_column": s.time_column,
+         "time_limit_column": s.time_limit_column, "record_key": list(s.record_key),
+         "record_filter": dict(s.record_filter)}
         for s in plan.stages
     ]
     entries.append({"name": AGGREGATE_STAGE, "resource": "cpu",

@@ -150,6 +150,9 @@ class Stage:
     # Columns that tell apart several records of one instance (e.g. ``("sample",)``); records
     # of the two runs are matched on (instance_id, *record_key).
     record_key: tuple[str, ...] = ()
+    # Only records whose columns hold these values are compared (e.g. ``{"kind": "instance"}``
+    # when the stage also writes per-candidate detail records); empty: every record.
+    record_filter: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Task(ABC):

@@ -85,9 +85,11 @@ class SelfTest(Task):
         opts = config.options
         spi = float(opts.get("sleep_s", 0.0)) + 1.0
         return [
-            Stage("work", "cpu", _work, seconds_per_instance=spi, mem_gb=1),
+            Stage("work", "cpu", _work, seconds_per_instance=spi, mem_gb=1,
+                  verdict_column="status"),
             Stage("check", "cpu", _check, needs=("work",), mem_gb=1,
-                  seconds_per_instance=float(opts.get("check_sleep_s", 0.0)) + 1.0),
+                  seconds_per_instance=float(opts.get("check_sleep_s", 0.0)) + 1.0,
+                  verdict_column="verdict"),
         ]
 
 

@@ -370,14 +370,18 @@ def build_stages(config: RunConfig) -> list[Stage]:
     n = int(config.options.get("n_samples", 1)) if config.model else 1
     query_gb = max(1, math.ceil(int(config.options.get("memory_mb", 4096)) / 1024))
     stages = [Stage("baseline", "cpu", run_baseline, cpus_per_task=1, mem_gb=query_gb,
-                    seconds_per_instance=budget)]
+                    seconds_per_instance=budget, verdict_column="status",
+                    time_column="baseline_time_s", time_limit_column="budget_s")]
     needs: tuple[str, ...] = ("baseline",)
     if config.model:
         # One GPU per generate task; a SLURM profile whose gpu partition sets
         # `gpus_per_task: 0` (CPU-only test clusters) overrides it.
         stages.append(Stage("generate", "gpu", run_generate, gpus_per_task=1, cpus_per_task=1,
-                            mem_gb=2, seconds_per_instance=30.0))
+                            mem_gb=2, seconds_per_instance=30.0, verdict_column="status",
+                            time_column="generation_time_s", record_key=("sample_index",)))
         needs = ("baseline", "generate")
     stages.append(Stage("verify", "cpu", run_verify, needs=needs, cpus_per_task=min(2 * n, 32),
-                        mem_gb=min(2 * n * query_gb, 64), seconds_per_instance=budget))
+                        mem_gb=min(2 * n * query_gb, 64), seconds_per_instance=budget,
+                        verdict_column="decision", time_column="total_time_s",
+                        time_limit_column="timeout_s", record_filter={"kind": "instance"}))
     return stages

@@ -52,7 +52,7 @@ def test_generic_summary_for_a_task_without_aggregate_module(tmp_path):
     row = pd.read_csv(tmp_path / "tables/summary_faketask.csv").iloc[0]
     assert (row["covered"], row["missing"], row["shards_missing"]) == (4, 2, 1)
     assert row["status=TRUE"] == 2 and row["status=FALSE"] == 2
-    assert {p.suffix for p in res.paths} == {".md", ".csv", ".tex", ".html"}
+    assert {p.suffix for p in res.paths} == {".md", ".csv", ".tex", ".html", ".json"}  # + table sidecar
     assert "| solve | 3 | 1 | 4 | 2 | 4 |" in res.markdown
 
 

@@ -98,5 +98,8 @@ def test_distribution_tables_and_plot_page(tmp_path: Path) -> None:
     assert curve.loc[1.0, "baseline_solved"] == 0 and curve.loc[3.0, "baseline_solved"] == 2
     assert curve.loc[1.0, "arm_solved"] == 1 and curve.loc[30.0, "arm_solved"] == 2
     assert 100.0 not in curve.index  # beyond the run's budget
-    page = (run_dir / "tables" / "invbench_plots.html").read_text()
-    assert page.count("<svg") == 2 and "[2,5)" in page
+    # the two plots are declarations `launch report` draws (tests/aggregate/test_report.py)
+    bar = tables["speedup_distribution_easy"].plots[0]
+    assert (bar.kind, bar.x, bar.x_to, bar.y) == ("bar", "speedup_from", "speedup_to", ("instances",))
+    line = tables["solved_vs_budget_easy"].plots[0]
+    assert line.kind == "line" and line.y == ("baseline_solved", "arm_solved") and line.log_x
