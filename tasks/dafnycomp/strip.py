@@ -37,8 +37,8 @@ class StripResult:
 def strip_specs(program: str) -> StripResult:
     """The program without contract clauses (raises `DafnySyntaxError` on a program the
     scanner cannot read)."""
-    decls = declarations(program)
     all_tokens = tokenize(program)
+    decls = declarations(program, all_tokens)
     ends = [t.end for t in all_tokens]  # token ends, comments included, in order
     cuts: list[tuple[int, int]] = []
     removed: Counter[str] = Counter()

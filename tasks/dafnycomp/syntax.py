@@ -23,6 +23,7 @@ line: the integrity check then records the program as unchecked, never as honest
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 CONTRACT_KEYWORDS = ("requires", "ensures", "reads", "modifies", "decreases")
@@ -81,69 +82,59 @@ def _line_col(text: str, pos: int) -> str:
     return f"line {line}, column {col}"
 
 
-def _ident_char(c: str) -> bool:
-    return c.isalnum() or c in "_'?"
+_TOKEN = re.compile(r"""
+     (?P<ws>\s+)
+    |(?P<line>//[^\n]*)
+    |(?P<block>/\*)
+    |(?P<string>@"(?:[^"]|"")*"|"(?:[^"\\\n]|\\.)*")
+    |(?P<ident>[^\W\d][\w'?]*)
+    |(?P<number>\d(?:\w|\.(?=\d))*)
+    |(?P<attr>\{:)
+    |(?P<char>'(?:\\u\{[0-9a-fA-F]+\}|\\.|[^'\\\n])')
+    |(?P<punct>.)
+""", re.VERBOSE | re.DOTALL)
 
 
 def tokenize(text: str, *, comments: bool = True) -> list[Token]:
     """Dafny tokens with offsets.  Punctuation is one character per token except the
-    attribute opener, which is folded with the whole attribute into one ``attr`` token."""
+    attribute opener, which is folded with the whole attribute into one ``attr`` token.
+    A prime after an identifier character belongs to the identifier (``x'``), so a quote
+    that starts a token opens a char literal."""
     out: list[Token] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c.isspace():
-            i += 1
+    pos, n = 0, len(text)
+    while pos < n:
+        m = _TOKEN.match(text, pos)
+        assert m is not None  # `punct` matches any character
+        kind, end = m.lastgroup, m.end()
+        if kind == "ws":
+            pos = end
             continue
-        start = i
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-            if comments:
-                out.append(Token("comment", text[start:i], start, i))
-            continue
-        if text.startswith("/*", i):
-            depth, i = 1, i + 2
-            while depth:
-                if i >= n:
-                    raise DafnySyntaxError(f"unterminated comment starting at {_line_col(text, start)}")
-                if text.startswith("/*", i):
-                    depth, i = depth + 1, i + 2
-                elif text.startswith("*/", i):
-                    depth, i = depth - 1, i + 2
-                else:
-                    i += 1
-            if comments:
-                out.append(Token("comment", text[start:i], start, i))
-            continue
-        if c == '"' or (c == "@" and text.startswith('@"', i)):
-            i = _string_end(text, i)
-            out.append(Token("string", text[start:i], start, i))
-            continue
-        if c == "'" and not (out and out[-1].kind == "ident" and out[-1].end == i):
-            end = _char_end(text, i)
-            if end is not None:
-                out.append(Token("char", text[start:end], start, end))
-                i = end
-                continue
-        if c.isalpha() or c == "_":
-            while i < n and _ident_char(text[i]):
-                i += 1
-            out.append(Token("ident", text[start:i], start, i))
-            continue
-        if c.isdigit():
-            while i < n and (text[i].isalnum() or text[i] == "_" or
-                             (text[i] == "." and i + 1 < n and text[i + 1].isdigit())):
-                i += 1
-            out.append(Token("number", text[start:i], start, i))
-            continue
-        if text.startswith("{:", i):
-            i = _attribute_end(text, i)
-            out.append(Token("attr", text[start:i], start, i))
-            continue
-        out.append(Token("punct", c, i, i + 1))
-        i += 1
+        if kind == "block":
+            end = _comment_end(text, pos)
+            kind = "comment"
+        elif kind == "line":
+            kind = "comment"
+        elif kind == "attr":
+            end = _attribute_end(text, pos)
+        elif kind == "punct" and m.group() in ('"', "@") and text.startswith(('"', '@"'), pos):
+            raise DafnySyntaxError(f"unterminated string starting at {_line_col(text, pos)}")
+        if kind != "comment" or comments:
+            out.append(Token(str(kind), text[pos:end], pos, end))
+        pos = end
     return out
+
+
+def _comment_end(text: str, start: int) -> int:
+    depth, i = 1, start + 2
+    while depth:
+        a, b = text.find("/*", i), text.find("*/", i)
+        if b < 0:
+            raise DafnySyntaxError(f"unterminated comment starting at {_line_col(text, start)}")
+        if 0 <= a < b:
+            depth, i = depth + 1, a + 2
+        else:
+            depth, i = depth - 1, b + 2
+    return i
 
 
 def _string_end(text: str, i: int) -> int:
@@ -167,17 +158,6 @@ def _string_end(text: str, i: int) -> int:
                 return i + 1
             i += 1
     raise DafnySyntaxError(f"unterminated string starting at {_line_col(text, start)}")
-
-
-def _char_end(text: str, i: int) -> int | None:
-    """End of a char literal at `i` ('a', '\\n', '\\'', '\\u{1F600}'), or None if it is not one."""
-    j = i + 1
-    if j >= len(text) or text[j] == "\n":
-        return None
-    if text[j] == "\\":
-        k = text.find("'", j + 2)
-        return k + 1 if 0 < k - j <= 12 and "\n" not in text[j:k] else None
-    return j + 2 if j + 1 < len(text) and text[j + 1] == "'" else None
 
 
 def _attribute_end(text: str, i: int) -> int:
@@ -236,9 +216,10 @@ def _ends_operand(code: list[Token], i: int, bars: int) -> bool:
     return t.kind == "punct" and t.text in ")]}"
 
 
-def declarations(text: str) -> list[Declaration]:
-    """Every method/function/predicate/lemma/constructor of `text`, in source order."""
-    toks = tokenize(text)
+def declarations(text: str, tokens: list[Token] | None = None) -> list[Declaration]:
+    """Every method/function/predicate/lemma/constructor of `text`, in source order
+    (`tokens`: `tokenize(text)` when the caller already has it)."""
+    toks = tokens if tokens is not None else tokenize(text)
     code = [t for t in toks if t.kind != "comment"]  # comments never change the structure
     out: list[Declaration] = []
     i = 0
