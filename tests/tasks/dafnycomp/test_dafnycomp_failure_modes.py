@@ -21,29 +21,29 @@ from verifiers.base import FinishedRun
 from verifiers.dafny import OBLIGATIONS, DafnyTool
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "dafnycomp.md"
-F, M, I, O = FRAGILITY, MISALIGNMENT, INSTABILITY, OTHER
+FR, MI, IN, OT = FRAGILITY, MISALIGNMENT, INSTABILITY, OTHER
 
 # case → (primary mode, every error's mode in output order); None: the program verified
 EXPECTED: dict[str, tuple[str | None, list[str]]] = {
     "verified_ok": (None, []),
-    "postcondition": (F, [F]),
-    "precondition_call": (F, [F] * 4),
-    "invariant_entry": (M, [M, M]),
-    "assertion": (M, [M, M]),
-    "index_out_of_range": (M, [M]),
-    "invariant_maintained": (I, [I, I]),
-    "termination": (I, [I]),
-    "decreases": (I, [I]),
-    "multiple_errors": (I, [I, F, F, M, M]),
-    "custom_error_attr": (O, [O, O, O, F, F, F, M, I, I]),
-    "default_snippets": (M, [M, F]),
-    "parse_error_resolve": (O, [O]),
-    "parse_error_verify": (O, [O] * 3),
-    "parse_function_method": (O, [O] * 2),
-    "resolution_type_error": (O, [O] * 3),
-    "resolution_method_in_expr": (O, [O] * 3),
-    "timeout": (O, [O]),
-    "out_of_resource": (O, [O]),
+    "postcondition": (FR, [FR]),
+    "precondition_call": (FR, [FR] * 4),
+    "invariant_entry": (MI, [MI, MI]),
+    "assertion": (MI, [MI, MI]),
+    "index_out_of_range": (MI, [MI]),
+    "invariant_maintained": (IN, [IN, IN]),
+    "termination": (IN, [IN]),
+    "decreases": (IN, [IN]),
+    "multiple_errors": (IN, [IN, FR, FR, MI, MI]),
+    "custom_error_attr": (OT, [OT, OT, OT, FR, FR, FR, MI, IN, IN]),
+    "default_snippets": (MI, [MI, FR]),
+    "parse_error_resolve": (OT, [OT]),
+    "parse_error_verify": (OT, [OT] * 3),
+    "parse_function_method": (OT, [OT] * 2),
+    "resolution_type_error": (OT, [OT] * 3),
+    "resolution_method_in_expr": (OT, [OT] * 3),
+    "timeout": (OT, [OT]),
+    "out_of_resource": (OT, [OT]),
     "assume_warning": (None, []),
     "trigger_warning": (None, []),
 }
