@@ -31,7 +31,7 @@ PROGRAM_FILE = "dafny_code.dfy"
 _CHAIN = re.compile(r"^main_(\d+)node")
 
 DESCRIPTIONS = {
-    "sample": "5 small multi-function Dafny programs shipped with veribatch (written for it; "
+    "sample": "6 small multi-function Dafny programs shipped with veribatch (written for it; "
     "2-4 chained methods with requires/ensures/reads/modifies/decreases)",
     "chain300": "DafnyComp's 300 programs (Chain_300): a local copy via "
     f"${ROOT_ENV} or `chain300:<folder>`, else ReForm at a pinned revision (CC-BY-NC-4.0)",
