@@ -30,6 +30,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table as RichTable
 
 from inference.errors import EngineError, UnknownEngineError
@@ -140,6 +141,12 @@ def _report(o: LaunchOutcome, quiet: bool = False) -> int:
     return EXIT_OK if o.ok else EXIT_INCOMPLETE
 
 
+def _unmet(message: str) -> int:
+    """What a task could not run here: said after the stages that could run, exit 2."""
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    return EXIT_INPUT
+
+
 def _task_app(name: str) -> typer.Typer:
     sub = typer.Typer(help=f"Run the {name} benchmark (see `launch {name} --help`).",
                       invoke_without_command=True, no_args_is_help=False)
@@ -189,15 +196,20 @@ def _task_app(name: str) -> typer.Typer:
                             options=option or (), shards=shards, limit=limit,
                             strategy=strategy, verifier=verifier)
             root = run_directory(plan, runs_dir, run_name)
+            unmet = get_task(name).unmet_requirements(plan.config)  # e.g. a verifier not here
             if dry_run:
                 _describe_plan(plan, root, choice)
-                return EXIT_OK
+                return _unmet(unmet) if unmet else EXIT_OK
             def ready(rd: RunDir, created: bool) -> None:
                 out.print(f"run {plan.run_id}: {rd.root}" + ("" if created else
                           " (existing: only what is incomplete runs)"), highlight=False)
 
-            return _report(launch_run(plan, root, choice, progress=not quiet, on_ready=ready),
+            code = _report(launch_run(plan, root, choice, progress=not quiet, on_ready=ready),
                            quiet)
+            if unmet:  # said last, so it is not lost above the tables; failed shards win
+                hint = _unmet(unmet)
+                return code if code != EXIT_OK else hint
+            return code
 
         raise typer.Exit(guarded(go))
 

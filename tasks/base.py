@@ -196,6 +196,15 @@ class Task(ABC):
         `resolve_config`."""
         return {}
 
+    def unmet_requirements(self, config: RunConfig) -> str | None:
+        """Why part of this config's work cannot be done on this machine, and how to get what
+        is missing (e.g. a verifier that is not installed); None when nothing is missing.
+        `launch` runs the stages that can run, then prints this and exits 2, so a run whose
+        main stage was left out never looks like a finished one.  The task decides at
+        `resolve_config` time (recording it in the config, hence in the run id) and leaves
+        the stages that cannot run out of `stages`."""
+        return None
+
     def resolve_config(self, config: RunConfig) -> RunConfig:
         """Fill what the task alone knows before the run id is taken (verifier version or image
         digest, limits...), so that a change in them makes a new run id.  Called once, at plan

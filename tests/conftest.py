@@ -24,3 +24,19 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def invbench_easy(shared_data: Path) -> Path:
     return shared_data / "invbench" / "Dataset" / "Evaluation" / "Easy"
+
+
+
+@pytest.fixture(scope="session")
+def recorded_dafny(shared_data: Path):
+    """`recorded_dafny(case, wording)` → the real stdout of Dafny in
+    ../shared/data/recorded/dafny/<case>/ (wording "v4.10.0" or "head"; see its README)."""
+    root = shared_data / "recorded" / "dafny"
+
+    def read(case: str, wording: str) -> str:
+        (expect,) = [p for p in (root / case).glob("*.dfy.expect")]
+        path = expect.with_name(expect.name.replace(".expect", ".v4.10.0.expect")) \
+            if wording == "v4.10.0" else expect
+        return path.read_text()
+
+    return read
