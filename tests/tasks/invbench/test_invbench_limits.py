@@ -29,6 +29,8 @@ def test_memory_follows_the_verifier_unless_given() -> None:
     assert memory_mb(_config()) == 4096 and memory_mb(_config(verifier="uautomizer", memory_mb=8000)) == 8000
     verify = next(s for s in build_stages(ua) if s.name == "verify")
     assert verify.mem_gb == 32  # d_a and d_b at 16 GB each
+    assert verify.cpus_per_task == 4 and build_stages(ua)[0].cpus_per_task == 2  # ~1.6 cores per query
+    assert build_stages(_config())[0].cpus_per_task == 1
 
 
 def test_plan_records_the_resolved_limits() -> None:
