@@ -231,8 +231,8 @@ class Candidate:
     index: int
     answer: str
     invariants: list[tuple[int, str]] = field(default_factory=list)
-    problem: str | None = None  # unparsable / engine error: why there is no q
-    engine_error: bool = False
+    problem: str | None = None  # why there is no q: the record's reason
+    problem_status: str = "unparsable"  # unparsable | engine_error | not_at_loop_head
     dropped: list[str] = field(default_factory=list)  # verifier invariants left out, and why
 
 
@@ -243,7 +243,7 @@ def _candidates_from_model(gen: list[Record], labels: list[int]) -> list[Candida
         if r.get("status") != "ok":
             why = r.get("completion_error") or r.get("error")
             out.append(Candidate(int(r.get("sample_index", -1)), text, problem=f"{ENGINE_ERROR}: {why}",
-                                 engine_error=True))
+                                 problem_status="engine_error"))
             continue
         parsed = parse_answer(text, labels)
         if isinstance(parsed, Answer):
@@ -279,8 +279,7 @@ def _candidate_from_verifier(invariants: list[dict[str, Any]], marked: MarkedPro
             continue
         cand.invariants.append((int(loop), str(inv.get("invariant", ""))))
     if not cand.invariants:
-        cand.problem = ("the verifier reported no loop invariant" if not invariants
-                        else "no invariant at a loop head: " + "; ".join(cand.dropped))
+        cand.problem, cand.problem_status = "no invariant at a loop head: " + "; ".join(cand.dropped), "not_at_loop_head"
     return cand
 
 
@@ -366,7 +365,8 @@ def verify_instance(
     else:
         source, invariants = _verifier_invariants(config, base, inst)
         head["invariant_source"] = source
-        raw = [_candidate_from_verifier(invariants, marked)]
+        # no invariants (an unsafe program, a proof by complete unrolling): no candidate at all
+        raw = [_candidate_from_verifier(invariants, marked)] if invariants else []
         generation_time = 0.0  # the verifier's own invariants cost no generation (see docs)
     timeout, timeout_source = _decision_timeout(config, base, inst)
     head.update(generation_time_s=generation_time, timeout_s=timeout, timeout_source=timeout_source,
@@ -384,7 +384,7 @@ def verify_instance(
                        "sample_index": cand.index, "answer": cand.answer[:4000]}
         cand_recs.append(rec)
         if cand.problem is not None:
-            rec.update(status="engine_error" if cand.engine_error else "unparsable", reason=cand.problem)
+            rec.update(status=cand.problem_status, reason=cand.problem)
             continue
         if len(cand.invariants) == 1:
             rec.update(label=cand.invariants[0][0], predicate=cand.invariants[0][1])
