@@ -172,7 +172,7 @@ def _preexec(
             _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         for which, (soft, hard) in extra.items():
             _setrlimit(which, soft, hard)
-        if cpu_s is not None:
+        if cpu_s is not None and math.isfinite(cpu_s):  # inf: no CPU-time limit at all
             soft = max(1, math.ceil(cpu_s))
             # SIGXCPU at the soft limit, SIGKILL one second later if it is ignored.
             _setrlimit(resource.RLIMIT_CPU, soft, soft + 1)

@@ -1,4 +1,4 @@
-"""InvBench-only subcommands: ``launch invbench build-splits | compare | measure-sample``.
+"""InvBench-only subcommands: ``launch invbench build-splits | compare | table4 | measure-sample``.
 
 Discovered by the CLI (every module in `launch/commands` defines `register`).  They read
 run directories the way ``launch aggregate`` does (`aggregate.records`: completed shards
@@ -72,6 +72,26 @@ def compare_cmd(
     typer.echo("→ " + ", ".join(str(p) for p in paths))
 
 
+def table4_cmd(
+    runs: Annotated[list[str], typer.Argument(help="one or more runs (e.g. a UAutomizer and a z3 baseline run, model runs)")],
+    out: Annotated[Path | None, typer.Option(help="folder for md/csv (default: first run's tables/)")] = None,
+) -> None:
+    """The paper's Table 4: solved instances per verifier under 10/100/300/600 s, for any number
+    of runs (each run's baseline verifier and arm, and the dataset's recorded reference times)."""
+    from aggregate.invbench import compare_verifiers
+    from aggregate.render import to_markdown, write_table
+
+    loaded: list[tuple[str, Path, dict[str, Any], dict[str, pd.DataFrame]]] = []
+    for r in runs:
+        rd = resolve_run(r)
+        manifest, frames = stage_frames(rd.root)
+        loaded.append((r, rd.root, manifest, frames))
+    table = compare_verifiers(loaded)
+    paths = write_table(table, out or loaded[0][1] / "tables", ("md", "csv"))
+    typer.echo(to_markdown(table))
+    typer.echo("→ " + ", ".join(str(p) for p in paths))
+
+
 def measure_sample_cmd(
     verifier: Annotated[str, typer.Option(help="verifier that measures the sample")] = "z3",
     budget_s: Annotated[float, typer.Option(help="wall-time limit per run")] = 60.0,
@@ -92,4 +112,5 @@ def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:
         return
     sub.command("build-splits")(build_splits_cmd)
     sub.command("compare")(compare_cmd)
+    sub.command("table4")(table4_cmd)
     sub.command("measure-sample")(measure_sample_cmd)

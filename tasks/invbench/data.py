@@ -185,7 +185,7 @@ def load_split(
             "expected_verdict": row["result"],
             "reference_time_s": row["time"],
             "reference_times_s": json.dumps(row["times"]),
-            "reference_tool": "UAutomizer (upstream timing)",
+            "reference_tool": "UAutomizer (InvBench timing.json)",
             "quirks": ",".join(quirks),
         }
         if name == "training":

@@ -31,9 +31,11 @@ def test_definition_is_consistent(name: str) -> None:
 
 
 def test_pinned_versions_are_the_benchmarks_ones() -> None:
-    assert DEFS["uautomizer"].tool_version == "0.3.1"
-    assert "v0.3.1/UltimateAutomizer-linux.zip" in DEFS["uautomizer"].labels["org.veribatch.tool.url"]
-    assert "openjdk-21" in " ".join(DEFS["uautomizer"].post)
+    # the release line of the UAutomizer the InvBench paper cites (SV-COMP 2024), on Java 11
+    assert DEFS["uautomizer"].tool_version == "0.2.4"
+    assert "v0.2.4/UltimateAutomizer-linux.zip" in DEFS["uautomizer"].labels["org.veribatch.tool.url"]
+    assert "openjdk-11-jre-headless" in " ".join(DEFS["uautomizer"].post)
+    assert "command -v z3)\" = /opt/UAutomizer-linux/z3" in DEFS["uautomizer"].test
     assert DEFS["dafny"].tool_version == "4.10.0"
     assert "v4.10.0/dafny-4.10.0-x64" in DEFS["dafny"].labels["org.veribatch.tool.url"]
     assert "dotnet-runtime-8.0" in " ".join(DEFS["dafny"].post)
