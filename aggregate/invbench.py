@@ -119,6 +119,24 @@ def speedup_row(rows: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def _speedup_samples(rows: pd.DataFrame, key: dict[str, Any]) -> pd.DataFrame:
+    """Per-instance values behind `speedup_row`'s metrics, so `launch regress` can test a
+    change of a mean (bootstrap over instances) or a rate (McNemar on paired instances)
+    instead of comparing two numbers."""
+    speedup = pd.to_numeric(_col(rows, "speedup"), errors="coerce")
+    correct = _col(rows, "correct_invariant", False).fillna(False).astype(bool)
+    frame = pd.DataFrame({
+        "instance_id": rows["instance_id"].astype(str).to_numpy(),
+        "pct_correct_invariant": correct.map(lambda c: 100.0 if c else 0.0).to_numpy(),
+        "pct_speedup": (speedup > 1.0).map(lambda c: 100.0 if c else 0.0).to_numpy(),
+        "speedup_gt1": speedup.where(speedup > 1.0).to_numpy(),
+        "speedup_all": speedup.where(speedup > 1.0, 1.0).fillna(1.0).to_numpy(),
+    })
+    for k, v in key.items():
+        frame.insert(0, k, v)
+    return frame
+
+
 def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame) -> list[Table]:
     rows = _instance_rows(verify)
     expected = _expected_by_split(run_dir, manifest, rows["instance_id"] if len(rows) else pd.Series([], dtype=str))
@@ -126,6 +144,7 @@ def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame
     for split in sorted(expected):
         part = rows[rows["split"] == split] if len(rows) else rows
         out = []
+        samples = []
         groups = part.groupby(["arm", "model", "n_samples"], dropna=False) if len(part) else []
         for (arm, model, n), g in groups:
             r = {"split": split, "model": model, "arm": arm, "N": int(n) if pd.notna(n) else None,
@@ -133,6 +152,7 @@ def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame
             r.update(speedup_row(g))
             r["missing"] = expected[split] - r["covered"]
             out.append(r)
+            samples.append(_speedup_samples(g, {k: r[k] for k in ("split", "model", "arm", "N")}))
         if not out:
             out.append({"split": split, "model": (manifest.get("config") or {}).get("model") or "verifier-invariant",
                         "covered": 0, "missing": expected[split]})
@@ -142,6 +162,7 @@ def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame
             title=f"{name}: invariant correctness and speedup ({split} split)",
             frame=pd.DataFrame(out),
             index=("split", "model", "arm", "N"),
+            samples=pd.concat(samples, ignore_index=True) if samples else None,
             metrics={"pct_correct_invariant": Metric("rate", sampled=_sampled(manifest), unit="%"),
                      "pct_speedup": Metric("rate", sampled=_sampled(manifest), unit="%"),
                      "speedup_gt1": Metric("mean", sampled=_sampled(manifest), unit="×"),

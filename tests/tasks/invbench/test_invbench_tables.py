@@ -50,6 +50,13 @@ def test_table2_columns(tmp_path: Path) -> None:
     assert row["speedup_all"] == pytest.approx((2 + 4 + 1 + 1) / 4, abs=0.01)
     assert row["decided"] == 3
     assert row["timeout_source"] == "baseline: this run's z3 solve time"
+    # the per-instance values behind the means, for `launch regress`'s bootstrap
+    samples = tables["table2_invbench_easy"].samples.set_index("instance_id")
+    assert sorted(samples.index) == ids[:4]
+    assert samples["speedup_all"].mean() == pytest.approx(row["speedup_all"], abs=0.01)
+    assert samples["speedup_gt1"].mean() == row["speedup_gt1"]  # NaN outside the speedup cases
+    assert samples["pct_correct_invariant"].mean() == row["pct_correct_invariant"]
+    assert set(samples["arm"]) == {"model"} and set(samples["split"]) == {"easy"}
     solved = tables["solved_baseline_vs_arm_easy"].frame.set_index("solver")
     assert solved.loc["z3 (baseline)", "solved_10s"] == 3
     assert solved.loc["z3 (baseline)", "solved_100s"] == 4
