@@ -59,7 +59,7 @@ def test_page_is_self_contained_with_every_table_and_plot(pages: dict[str, Path]
     inv = pages["inv"].read_text()
     assert "<script" not in inv and not re.search(r"(src|href)=\"(https?:)?//", inv)
     keys = _keys(pages["runs"] / "inv")
-    assert {"table2_invbench_sample", "table4_solved_sample", "speedup_distribution_sample",
+    assert {"table2_invbench_sample", "solved_baseline_vs_arm_sample", "table4_verifiers_sample", "speedup_distribution_sample",
             "solved_vs_budget_sample", "summary_invbench"} <= set(keys)
     assert re.findall(r'data-table="([^"]+)"', inv) == keys
     # the two declared InvBench plots, with axis titles and units (matplotlib keeps the text of
