@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import platform
 import shutil
@@ -37,7 +38,7 @@ CPP_FLAGS: tuple[str, ...] = ("-static", "-DONLINE_JUDGE", "-O2", "-std=c++23", 
                               "-mno-avx2")
 """The harness's flags (REFUTE's `code_exec.py`), minus the Windows-only stack flag."""
 COMPILE_LIMITS = Limits(wall_s=30.0, memory_mb=2048)
-_PROBE = "#include <bits/stdc++.h>\nint main(){std::vector<int> v{1,2};std::cout<<v.size()<<'\\n';}\n"
+_PROBE = "#include <cstdio>\n#include <vector>\nint main(){std::vector<int> v{1,2};std::printf(\"%zu\\n\",v.size());}\n"
 
 
 class CompileError(Exception):
@@ -103,8 +104,31 @@ def _identity(box: Sandbox) -> str:
 
 
 @functools.cache
-def effective_flags(box: Sandbox) -> tuple[tuple[str, ...], str | None]:
-    """The flags this compiler accepts, closest to `CPP_FLAGS`, and a note on any departure."""
+def effective_flags(box: Sandbox, cache_dir: Path | None = None) -> tuple[tuple[str, ...], str | None]:
+    """The flags this compiler accepts, closest to `CPP_FLAGS`, and a note on any departure.
+
+    Probed once per compiler and sandbox kind, and remembered next to the binaries, so a
+    fresh worker process does not pay for the probe compiles again."""
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    key = hashlib.sha256("\0".join([_identity(box), box.kind, *CPP_FLAGS, _PROBE]).encode())
+    memo = cache / f"flags-{key.hexdigest()[:16]}.json"
+    try:
+        got = json.loads(memo.read_text())
+        return tuple(got["flags"]), got["note"]
+    except (OSError, ValueError, KeyError):
+        pass
+    flags, note = _probe_flags(box)
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"flags": list(flags), "note": note}))
+        os.replace(tmp, memo)
+    except OSError:
+        pass  # a read-only cache only costs the probe next time
+    return flags, note
+
+
+def _probe_flags(box: Sandbox) -> tuple[tuple[str, ...], str | None]:
     notes: list[str] = []
     flags = list(CPP_FLAGS)
     if platform.machine() not in ("x86_64", "AMD64", "i686"):
@@ -156,12 +180,12 @@ def compile_cpp(
     """Compile a C++ source file (a path) or text (a str) in the sandbox; return the cached binary."""
     box = sandbox or detect_sandbox()
     text = Path(source).read_bytes() if isinstance(source, Path) else source.encode()
-    flags, _ = effective_flags(box)
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    flags, _ = effective_flags(box, cache)
     key = hashlib.sha256("\0".join([_identity(box), *flags]).encode() + b"\0" + text).hexdigest()
     if key in _FAILED:
         _count("errors")
         raise CompileError(_FAILED[key])
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     final = cache / key[:2] / key
     binary = final / "prog"
     if binary.is_file():
