@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
@@ -121,10 +122,14 @@ def run_program(
         ex = run_sandboxed(argv, files, limits, stdin_path=stdin, stdout_path=t / "stdout",
                            stderr_path=t / "stderr", output_cap=output_cap, sandbox=box)
         output, stderr = ex.read_output(), ex.read_stderr()
-    verdict, reason = _verdict(ex.termination_reason, ex.returncode, ex.signal, stderr, ex.error)
+    returncode, sig = ex.returncode, ex.signal
+    if box.kind != "none" and sig is None and returncode is not None and 128 < returncode <= 192:
+        # bwrap/apptainer's init reports a child killed by signal N as exit status 128+N
+        returncode, sig = None, returncode - 128
+    verdict, reason = _verdict(ex.termination_reason, returncode, sig, stderr, ex.error)
     if verdict is Verdict.OLE:
         output = ""  # a truncated output must never be compared as if complete
-    return ProgramRun(verdict, output, stderr[-4000:], ex.returncode, ex.signal, ex.wall_s,
+    return ProgramRun(verdict, output, stderr[-4000:], returncode, sig, ex.wall_s,
                       ex.cpu_s, ex.peak_mem_mb, ex.termination_reason, box.network_isolated,
                       reason, box.kind, box.unsafe)
 
@@ -151,7 +156,11 @@ def _verdict(
     if any(m in stderr for m in _MEMORY_ERRORS):
         return Verdict.MLE, "allocation failed at the memory limit"
     if sig is not None:
-        return Verdict.RE, f"killed by signal {sig}"
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return Verdict.RE, f"killed by signal {sig} ({name})"
     if returncode != 0:
         return Verdict.RE, f"exit code {returncode}"
     return Verdict.OK, None

@@ -1,0 +1,2 @@
+import random
+print(random.randint(1, 10**18))
