@@ -31,7 +31,7 @@ from aggregate.stats import mean_pass_at_k, wilson_interval
 from aggregate.table import Metric, Table
 
 BUCKET_ATTRS = ("problem_rating", "author_rating", "fail_tc")
-VALIDATION_REASONS = ("no_program", "generator_compile_error", "generator_crash",
+VALIDATION_REASONS = ("generator_compile_error", "generator_crash",
                       "generator_timeout", "generator_memory", "generator_output_limit",
                       "empty_input", "invalid_input", "validator_timeout")
 FAILURE_MODES = ("success", "wrong_brute_force", "invalid_input", "nothing_found",
@@ -110,7 +110,8 @@ def success_table(att: pd.DataFrame, expected: int, key: str = "refute_success",
 
 
 def _reason_counts(att: pd.DataFrame, reasons: tuple[str, ...] | None, key: str, title: str,
-                   expected: int, caption: str, sampled: bool) -> Table:
+                   expected: int, caption: str, sampled: bool,
+                   extra: tuple[str, ...] = ()) -> Table:
     rows = []
     names = reasons or tuple(sorted(set(att["reason"].dropna())))
     for (model, arm), g in att.groupby(["model", "arm"], dropna=False):
@@ -120,8 +121,10 @@ def _reason_counts(att: pd.DataFrame, reasons: tuple[str, ...] | None, key: str,
             row[r] = int((g["reason"] == r).sum())
         if reasons:
             row["total"] = int(g["reason"].isin(reasons).sum())
+        for r in extra:
+            row[r] = int((g["reason"] == r).sum())
         rows.append(row)
-    cols = [*names, *(["total"] if reasons else [])]
+    cols = [*names, *(["total"] if reasons else []), *extra]
     return Table(key=key, title=title, frame=pd.DataFrame(rows) if rows else pd.DataFrame(
         [{"covered": 0, "missing": expected}]), index=INDEX,
         metrics={c: Metric("count", n_column="attempts", sampled=sampled) for c in cols},
@@ -137,7 +140,9 @@ def _bucket_rows(att: pd.DataFrame, attr: str, problems: pd.DataFrame) -> list[d
         cuts = pd.qcut(pd.to_numeric(known[attr]), 5, duplicates="drop")
     except ValueError:
         return []
-    label = {iid: cut for iid, cut in zip(known["instance_id"], cuts, strict=True)}
+    # one distinct value leaves qcut nothing to cut (NaN labels): no buckets then
+    label = {iid: cut for iid, cut in zip(known["instance_id"], cuts, strict=True)
+             if isinstance(cut, pd.Interval)}
     rows = []
     for (model, arm), g in att.groupby(["model", "arm"], dropna=False):
         solved = g.groupby("instance_id")["outcome"].agg(lambda s: bool((s == "success").any()))
@@ -265,7 +270,9 @@ def build_tables(run_dir: Path, manifest: dict[str, Any], frames: dict[str, pd.D
         return tables
     tables.append(_reason_counts(
         att, VALIDATION_REASONS, "refute_validation", "REFUTE §4.2: validation failures per strategy",
-        expected, "Attempts whose input never reached the comparison, by reason.", sampled))
+        expected, "Attempts whose program ran but whose input never reached the comparison, by "
+        "reason (total); no_program (an answer without a usable program) is counted apart.",
+        sampled, extra=("no_program",)))
     tables.append(_reason_counts(
         att, None, "refute_outcomes", "REFUTE: judgement reasons per strategy", expected,
         "Every attempt's named reason (see docs/refute.md for their meaning).", sampled))
