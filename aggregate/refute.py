@@ -53,6 +53,13 @@ def attempts(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return judge[judge["kind"] == "attempt"].copy()
 
 
+def _num(g: pd.DataFrame, col: str) -> pd.Series:
+    """A numeric column, all NaN when the records lack it (e.g. every attempt refused)."""
+    if col not in g:
+        return pd.Series([float("nan")] * len(g), index=g.index, dtype=float)
+    return pd.to_numeric(g[col], errors="coerce")
+
+
 def _rate(k: int, n: int) -> float | None:
     return round(100.0 * k / n, 1) if n else None
 
@@ -72,7 +79,7 @@ def success_table(att: pd.DataFrame, expected: int, key: str = "refute_success",
         n_solved = sum(1 for _, c in per if c > 0)
         covered = len(per)
         lo, hi = wilson_interval(n_solved, covered)
-        gen = pd.to_numeric(g.get("generation_time_s"), errors="coerce")
+        gen = _num(g, "generation_time_s")
         unsafe = bool(g.get("sandbox_unsafe", pd.Series([False])).fillna(False).astype(bool).any())
         rows.append({
             "model": model, "arm": arm, "covered": covered, "missing": expected - covered,
@@ -85,7 +92,7 @@ def success_table(att: pd.DataFrame, expected: int, key: str = "refute_success",
             "sandbox": ",".join(sorted(set(g.get("sandbox", pd.Series(dtype=str)).dropna()))) + (
                 " UNSAFE" if unsafe else ""),
         })
-        for iid, (n, c) in per.items():
+        for iid, (_n, c) in per.items():
             samples.append({"model": model, "arm": arm, "instance_id": iid, "solved": float(c > 0)})
     frame = pd.DataFrame(rows) if rows else pd.DataFrame(
         [{"model": None, "arm": None, "covered": 0, "missing": expected}])
@@ -219,7 +226,7 @@ def randsearch_table(att: pd.DataFrame, expected: int, sampled: bool) -> Table |
         row["pct_incorrect_counterexample"] = _rate(wrong_ce, n)
         row["of_which_invalid_pct"] = _rate(int((modes == "invalid_input").sum()), wrong_ce)
         row["of_which_brute_pct"] = _rate(int((modes == "wrong_brute_force").sum()), wrong_ce)
-        iters = pd.to_numeric(g.get("search_iterations"), errors="coerce")
+        iters = _num(g, "search_iterations")
         row["mean_iterations"] = round(float(iters.mean()), 1) if iters.notna().any() else None
         rows.append(row)
     return Table(

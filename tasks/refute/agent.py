@@ -60,8 +60,8 @@ def _cut(text: str, n: int) -> str:
 
 def execute(conv: Conversation, act: answer.Action, o: dict[str, Any], box: Any, cache: Path | None) -> str:
     """Run the agent's code in the sandbox; the reply message."""
-    from verifiers.judge import CompileError, run_program
     from tasks.refute.problem import program
+    from verifiers.judge import CompileError, run_program
 
     conv.executions += 1
     n = conv.executions
@@ -87,8 +87,8 @@ def execute(conv: Conversation, act: answer.Action, o: dict[str, Any], box: Any,
 def check_submission(conv: Conversation, code: answer.Code, o: dict[str, Any], sol: Any,
                      limits: Any, box: Any, cache: Path | None) -> str | None:
     """None when the submission prints a valid input; otherwise the feedback to give."""
-    from verifiers.judge.counterexample import Judgement, run_generator, validate
     from tasks.refute.problem import program
+    from verifiers.judge.counterexample import Judgement, run_generator, validate
 
     if not code.usable:
         return "No program found in your submission: give one code block (```python or ```cpp)."

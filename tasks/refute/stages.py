@@ -296,6 +296,12 @@ def run_judge(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
         refused = None
     except SandboxUnavailable as e:
         box, refused = None, str(e)
+    flags: Record = {"cxx_flags": None, "cxx_flags_note": None}
+    if box is not None:
+        from verifiers.judge import effective_flags
+
+        used, note = effective_flags(box)
+        flags = {"cxx_flags": " ".join(used), "cxx_flags_note": note}
     for inst in instances:
         work = ctx.scratch_dir() / "judge" / _safe(inst.id)
         recs: list[Record] = []
@@ -323,7 +329,7 @@ def run_judge(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
                 rec = judge_reference(inst, config, arm, sol, work, box, limits)
                 recs.append({**rec, "attempt_s": round(time.monotonic() - t0, 3)})
         ctx.progress()
-        yield InstanceResult(inst.id, recs)
+        yield InstanceResult(inst.id, [{**r, **flags} for r in recs])
 
 
 def needs_agent(config: RunConfig) -> bool:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import socket
+import shutil
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -323,3 +324,44 @@ def test_randsearch_in_loop_validation_and_callable_generators(problem: Solution
     r = _search(problem, lambda i: b"3\n1 2 200\n" if i == 1 else b"3\n1 2 3\n")
     assert r.reason == "found" and r.found == b"3\n1 2 200\n" and r.iterations == 1
     assert _judge(problem, r.found.decode()).reason == "invalid_input"
+
+
+# ---------------------------------------------------------------- no isolation
+
+
+@pytest.fixture
+def no_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A node where bubblewrap exists but cannot create namespaces (a real binary that fails,
+    as bwrap does under user.max_user_namespaces=0), and no apptainer."""
+    from verifiers.judge import sandbox as sb
+
+    where = Path(tempfile.mkdtemp(prefix="veribatch-fake-bwrap-"))  # readable by the dropped uid
+    where.chmod(0o755)
+    fake = where / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv(sb.BWRAP_ENV, str(fake))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    for var in (sb.IMAGE_ENV, sb.IN_IMAGE_ENV, "VERIBATCH_APPTAINER"):
+        monkeypatch.delenv(var, raising=False)
+    sb.detect_sandbox.cache_clear()
+    yield
+    sb.detect_sandbox.cache_clear()
+    shutil.rmtree(where, ignore_errors=True)
+
+
+def test_no_isolation_is_refused_unless_explicitly_unsafe(no_bwrap, write) -> None:
+    from launch.api import plan_run
+    from verifiers.judge import SandboxUnavailable
+
+    with pytest.raises(SandboxUnavailable) as e:
+        detect_sandbox("auto")
+    msg = str(e.value)
+    assert "No permissions to create new namespace" in msg and "max_user_namespaces" in msg
+    assert "install bubblewrap" in msg and "sandbox=unsafe" in msg
+    with pytest.raises(ValueError, match="no sandbox for untrusted code"):
+        plan_run("refute", limit=1)  # launch refuses at plan time (exit 2 on the CLI)
+    box = detect_sandbox("unsafe")
+    assert (box.kind, box.unsafe, box.fs_isolated) == ("none", True, False)
+    r = run_program(Program.of(write("p.py", "print(6 * 7)")), "", sandbox=box)
+    assert r.verdict is Verdict.OK and r.output == "42\n" and r.unsafe and r.sandbox == "none"

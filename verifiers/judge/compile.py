@@ -90,12 +90,17 @@ def default_cache_dir() -> Path:
     return Path(base) / "judge-bin"
 
 
+def _outside_image(box: Sandbox) -> bool:
+    """True when programs run in an image this process is not in (paths are the image's)."""
+    return box.kind == "apptainer" and box.image is not None
+
+
 def _cxx_in(box: Sandbox) -> str:
-    return "g++" if box.kind == "apptainer" else compiler()
+    return "g++" if _outside_image(box) else compiler()
 
 
 def _identity(box: Sandbox) -> str:
-    if box.kind == "apptainer":
+    if _outside_image(box):
         from verifiers.apptainer import image_digest
 
         assert box.image

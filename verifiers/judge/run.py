@@ -110,7 +110,7 @@ def run_program(
         argv = ["./prog"]
     else:
         files = {"prog.py": program.source}
-        python = "python3" if box.kind == "apptainer" else judge_python()
+        python = "python3" if box.kind == "apptainer" and box.image else judge_python()
         argv = [str(python), "-I", "-S", "prog.py"]
     limits = Limits(wall_s=wall_s or 2 * time_s + 1, cpu_s=time_s, memory_mb=memory_mb)
     with tempfile.TemporaryDirectory(prefix="veribatch-judge-") as tmp:

@@ -63,6 +63,11 @@ SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 BOX = "/box"
 MODES = ("auto", "bwrap", "apptainer", "unsafe")
 IMAGE_ENV = "VERIBATCH_JUDGE_IMAGE"
+IN_IMAGE_ENV = "VERIBATCH_IN_JUDGE_IMAGE"
+"""Set by the judge image (containers/judge.def): this process already runs inside it, started
+by the apptainer runtime with --containall --network none (verifiers/apptainer.py)."""
+BWRAP_ENV = "VERIBATCH_BWRAP"
+"""Path of the bubblewrap binary when it is not /usr/bin/bwrap or on PATH."""
 BIND_ENV = "VERIBATCH_SANDBOX_BIND"
 """Colon-separated host paths made visible read-only inside bwrap (e.g. a compiler
 installed under /opt or /sw by environment modules)."""
@@ -115,6 +120,12 @@ class Sandbox:
             for name, host in writable.items():
                 cmd += ["--bind", str(host), f"{BOX}/{name}"]
             return [*cmd, "--chdir", BOX, "--", *inner], stage
+        if self.kind == "apptainer" and self.executable is None:  # already inside the image
+            for name, host in writable.items():
+                link = stage / name
+                if not link.exists():
+                    link.symlink_to(host)
+            return [*self.drop, *inner], stage
         if self.kind == "apptainer":
             assert self.executable and self.image
             binds: list[str] = ["--bind", f"{stage}:{BOX}"]
@@ -211,9 +222,11 @@ def _kernel_at_least(major: int, minor: int) -> bool:
 
 
 def _probe_bwrap(drop: tuple[str, ...], binds: tuple[str, ...]) -> tuple[str | None, str]:
-    bwrap = shutil.which("bwrap", path=os.environ.get("PATH", "") + ":" + SAFE_PATH)
-    if not bwrap:
-        return None, "bubblewrap (bwrap) is not installed"
+    explicit = os.environ.get(BWRAP_ENV)
+    bwrap = explicit or shutil.which("bwrap", path=os.environ.get("PATH", "") + ":" + SAFE_PATH)
+    if not bwrap or not os.access(bwrap, os.X_OK):
+        return None, (f"${BWRAP_ENV}={explicit} is not executable" if explicit
+                      else "bubblewrap (bwrap) is not installed")
     with tempfile.TemporaryDirectory(prefix="veribatch-probe-") as tmp:
         os.chmod(tmp, 0o755)
         ok, err = _works([*drop, bwrap, *_bwrap_args(binds, 1), "--chdir", BOX, "--", "/bin/sh",
@@ -253,6 +266,10 @@ def detect_sandbox(mode: str = "auto", image: str | None = None) -> Sandbox:
         tried.append(why)
         if mode == "bwrap":
             raise SandboxUnavailable(_refusal(tried))
+    if mode in ("auto", "apptainer") and os.environ.get(IN_IMAGE_ENV):
+        # nested namespaces refused inside the image: the image's own isolation is the box
+        notes.append("inside the judge image: isolated by apptainer --containall --network none")
+        return Sandbox("apptainer", True, True, uid, notes=tuple(notes), prlimit=prlimit, drop=drop)
     if mode in ("auto", "apptainer"):
         img = image or os.environ.get(IMAGE_ENV)
         from verifiers.apptainer import apptainer_binary

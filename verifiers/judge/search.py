@@ -126,12 +126,10 @@ def random_search(
                     continue
             run_s = min(limits.run_s, max(0.5, left()))
             capped = run_s < limits.run_s
-
-            def run(p: Program, s: float = run_s, d: bytes = data):  # noqa: ANN202
-                return run_program(p, d, time_s=s, wall_s=s + (0 if capped else 1),
-                                   memory_mb=limits.memory_mb, cache_dir=cache_dir, sandbox=sandbox)
-
-            fw, fr = pool.submit(run, wrong), pool.submit(run, reference)
+            wall = run_s + (0 if capped else 1)
+            fw, fr = (pool.submit(run_program, p, data, time_s=run_s, wall_s=wall,
+                                  memory_mb=limits.memory_mb, cache_dir=cache_dir, sandbox=sandbox)
+                      for p in (wrong, reference))
             w, r = fw.result(), fr.result()
             if w.verdict is Verdict.ERROR or r.verdict is Verdict.ERROR:
                 return result("judge_error", detail=str(w.reason or r.reason))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import refute_tiny as tiny
 from typer.testing import CliRunner
 
 from aggregate.records import load_run
@@ -23,8 +24,6 @@ from launch.api import ExecChoice, launch_run, plan_run
 from launch.cli import app
 from tasks.refute import data
 from verifiers.judge import REASONS
-
-import refute_tiny as tiny
 
 pytestmark = pytest.mark.slow
 FAST = ["search_s=3", "filter_s=2", "run_s=3", "generator_s=5"]
@@ -210,3 +209,21 @@ def test_tiny_model_agentic_through_an_openai_endpoint(tmp_path: Path, tiny_mode
     j = _judge(out.rd.root).iloc[0]
     assert (j["outcome"], j["reason"], j["turns"], j["agent_status"]) == ("success", "differs", 2, "submitted")
     assert j["generation_time_s"] > 0
+
+
+def test_a_node_without_isolation_records_the_refusal(tmp_path: Path, monkeypatch) -> None:
+    """`-o sandbox=bwrap` trusts the nodes to have bubblewrap; one that cannot run it records
+    `sandbox_refused` on every attempt instead of running model code unsandboxed."""
+    plan = plan_run("refute", limit=2, options=[*FAST, "sandbox=bwrap"])
+    fake = Path("/tmp") / f"veribatch-fake-bwrap-{os.getpid()}"  # executable by the dropped uid
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("VERIBATCH_BWRAP", str(fake))  # inherited by the shard's worker process
+    try:
+        out = launch_run(plan, tmp_path / "run", ExecChoice("local", workers=1), progress=False)
+    finally:
+        fake.unlink()
+    assert out.ok, out
+    j = _judge(out.rd.root)
+    assert len(j) == 4 and set(j["reason"]) == {"sandbox_refused"} and set(j["outcome"]) == {"error"}
+    assert "No permissions to create new namespace" in j["detail"].iloc[0]

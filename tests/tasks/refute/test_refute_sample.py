@@ -12,7 +12,14 @@ import pytest
 
 from tasks.refute import data
 from tasks.refute.problem import program, solutions
-from verifiers.judge import JudgeLimits, Program, detect_sandbox, judge_generator, outputs_match, run_program
+from verifiers.judge import (
+    JudgeLimits,
+    Program,
+    detect_sandbox,
+    judge_generator,
+    outputs_match,
+    run_program,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,5 @@
 import sys
+
 lines = sys.stdin.read().split("\n")
 assert lines[-1] == "" and all(line.strip() == line for line in lines), "whitespace"
 n = int(lines[0])

@@ -1,4 +1,5 @@
 import random
+
 t = random.randint(1, 5)
 print(t)
 for _ in range(t):

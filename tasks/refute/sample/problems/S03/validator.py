@@ -1,4 +1,5 @@
 import sys
+
 lines = sys.stdin.read().split("\n")
 assert lines[-1] == "" and len(lines) == 3, "expected two lines"
 n = int(lines[0])

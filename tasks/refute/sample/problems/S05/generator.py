@@ -1,4 +1,5 @@
 import random
+
 n = random.randint(1, 6)
 g = random.randint(1, 1000)
 print(n)

@@ -1,4 +1,5 @@
 import sys
+
 lines = sys.stdin.read().split("\n")
 assert lines[-1] == "", "missing final newline"
 lines.pop()

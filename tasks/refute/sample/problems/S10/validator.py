@@ -1,4 +1,5 @@
 import sys
+
 text = sys.stdin.read()
 assert text.endswith("\n") and text.count("\n") == 1, "expected one line"
 s = text[:-1]
