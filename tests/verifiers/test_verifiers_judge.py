@@ -284,10 +284,10 @@ GEN_RANDOM = "import random\nn = random.randint(1, 3)\nprint(n)\nprint(*[random.
 
 
 def _search(problem: Solutions, generator, reference: Program | None = None, *, time_s: float = 20,
-            validator: Program | None = None) -> SearchResult:
+            validator: Program | None = None, stall_after: int = 8) -> SearchResult:
     return random_search(problem.wrong, reference or problem.correct, generator, time_s=time_s,
                          limits=JudgeLimits(run_s=2.0, generator_s=2.0), cache_dir=None,
-                         sandbox=detect_sandbox(), validator=validator)
+                         sandbox=detect_sandbox(), validator=validator, stall_after=stall_after)
 
 
 def test_randsearch_finds_and_stops(problem: Solutions, write) -> None:
@@ -302,6 +302,7 @@ def test_randsearch_failure_modes(problem: Solutions, write) -> None:
     small = Program.of(write("small.py", "import random\nprint(2)\nprint(random.randint(0, 1), 1)\n"))
     stalled = _search(problem, small)
     assert stalled.reason == "no_new_inputs" and stalled.distinct == 2
+    assert stalled.iterations >= 10  # 8 draws in a row without a new input, each still run
     fixed = Program.of(write("fixed.py", "import random\nprint(2)\nprint(random.randint(0, 10**9), 1)\n"))
     nothing = _search(problem, fixed, time_s=1.5)
     assert nothing.reason == "nothing_found" and nothing.iterations >= 1 and nothing.found is None
@@ -320,6 +321,9 @@ def test_randsearch_in_loop_validation_and_callable_generators(problem: Solution
 
     r = _search(problem, draw, validator=problem.validator)
     assert r.reason == "found" and r.found == b"3\n1 2 2\n" and r.invalid_skipped == 1
+    # a repeated input is run again: a nondeterministic wrong solution (n = 6) fails on some run
+    nd = _search(problem, lambda i: b"6\n1 1 1 1 1 1\n", stall_after=20)  # misses: p = 2^-21
+    assert nd.reason == "found" and nd.distinct == 1 and nd.found_by == "differs"
     # without the validator the search stops at the first difference, valid or not (200 > 100)
     r = _search(problem, lambda i: b"3\n1 2 200\n" if i == 1 else b"3\n1 2 3\n")
     assert r.reason == "found" and r.found == b"3\n1 2 200\n" and r.iterations == 1

@@ -8,9 +8,10 @@ default limit is 60 s; the paper reports 2 minutes.  Here, also:
 
 - every program is compiled once before the clock starts and runs in the sandbox;
 - the wrong solution and the reference run in parallel on each input;
-- an input seen before is not run again (a generator with a small input space, or one
-  that ignores randomness, would otherwise spin until the deadline): after
-  `STALL_AFTER` draws without a new input the search stops as ``no_new_inputs``;
+- inputs are counted by content: after `STALL_AFTER` draws in a row without a new input
+  (a generator with a tiny input space, or one that ignores randomness) the search stops
+  as ``no_new_inputs`` instead of spinning until the deadline.  A repeated input is still
+  run, as the harness does: a nondeterministic wrong solution may fail on a later run;
 - a generator or brute force that fails `GIVE_UP_AFTER` times in a row ends the search
   with that reason, instead of counting as "different outputs" (the harness compared a
   crashed brute force's partial output);
@@ -70,6 +71,7 @@ def random_search(
     cache_dir: Path | None,
     sandbox: Sandbox,
     validator: Program | None = None,
+    stall_after: int = STALL_AFTER,
 ) -> SearchResult:
     """Search for an input on which `wrong` and `reference` differ, for at most `time_s`."""
     for prog, fail in ((wrong, "wrong_compile_error"), (reference, "brute_compile_error"),
@@ -112,12 +114,12 @@ def random_search(
             digest = hashlib.sha256(data).hexdigest()
             if digest in seen:
                 since_new += 1
-                if since_new >= STALL_AFTER:
+                if since_new >= stall_after:
                     return result("no_new_inputs", detail=f"{len(seen)} distinct input(s) in "
                                   f"{iterations} draws")
-                continue
-            seen.add(digest)
-            since_new = 0
+            else:
+                seen.add(digest)
+                since_new = 0
             if validator is not None:
                 rejected = validate(validator, data, limits, cache_dir=cache_dir,
                                     sandbox=sandbox)
