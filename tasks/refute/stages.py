@@ -130,7 +130,7 @@ def run_agent(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
 
 def _base(inst: Instance, config: RunConfig, arm: str) -> Record:
     m = inst.meta
-    return {"kind": "attempt", "arm": arm, "strategy": arm if not config.model else config.strategy,
+    return {"kind": "attempt", "arm": arm, "strategy": prompt_strategy(config) if config.model else arm,
             "model": config.model or REFERENCE_MODEL, "split": inst.split,
             "problem_rating": m.get("problem_rating"), "author_rating": m.get("author_rating"),
             "fail_tc": m.get("fail_tc"), "wrong_lang": m.get("wrong_lang")}
