@@ -37,6 +37,7 @@ VALIDATION_REASONS = ("generator_compile_error", "generator_crash",
 FAILURE_MODES = ("success", "wrong_brute_force", "invalid_input", "nothing_found",
                  "generator_error", "brute_error", "no_program", "other")
 INDEX = ("model", "arm")
+SEARCH_ARMS = ("randsearch", "randsearch-oracle", "blind-random", "trivial-randsearch-oracle")
 
 
 def _expected_ids(run_dir: Path, manifest: dict[str, Any]) -> list[str]:
@@ -211,7 +212,7 @@ def failure_mode(row: pd.Series) -> str:
 
 
 def randsearch_table(att: pd.DataFrame, expected: int, sampled: bool) -> Table | None:
-    search = att[att["search_limit_s"].notna()] if "search_limit_s" in att else att.iloc[0:0]
+    search = att[att["arm"].isin(SEARCH_ARMS)]  # every attempt, also those without a program
     if search.empty:
         return None
     rows = []

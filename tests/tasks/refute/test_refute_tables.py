@@ -84,12 +84,16 @@ def test_overlap_and_compare_across_runs(run_dir: Path) -> None:
 
 
 def test_randsearch_failure_modes(run_dir: Path) -> None:
-    modes = (["success"] * 3 + ["wrong_brute_force"] * 3 + ["invalid_input"] + ["nothing_found"] * 2
-             + ["brute_error"])
+    modes = (["success"] * 3 + ["wrong_brute_force"] * 3 + ["invalid_input"] + ["nothing_found"]
+             + ["brute_error"] + ["no_program"])
     recs = [_rec(i, "randsearch", "success" if m == "success" else "failure", "x",
-                 search_limit_s=120.0, search_iterations=10,
+                 search_limit_s=None if m == "no_program" else 120.0, search_iterations=10,
                  randsearch_failure=None if m == "success" else m) for i, m in zip(IDS, modes, strict=True)]
-    row = _tables(run_dir, recs)["refute_randsearch"].frame.iloc[0]
+    recs.append(_rec(IDS[0], "zero-shot", "success", "differs"))  # not a search arm
+    t = _tables(run_dir, recs)["refute_randsearch"].frame
+    assert list(t["arm"]) == ["randsearch"]
+    row = t.iloc[0]
+    assert (row["covered"], row["attempts"], row["pct_no_program"]) == (10, 10, 10)
     assert (row["pct_success"], row["pct_wrong_brute_force"], row["pct_invalid_input"]) == (30, 30, 10)
     assert row["pct_incorrect_counterexample"] == 40
     assert (row["of_which_invalid_pct"], row["of_which_brute_pct"]) == (25, 75)
