@@ -369,3 +369,28 @@ def test_no_isolation_is_refused_unless_explicitly_unsafe(no_bwrap, write) -> No
     assert (box.kind, box.unsafe, box.fs_isolated) == ("none", True, False)
     r = run_program(Program.of(write("p.py", "print(6 * 7)")), "", sandbox=box)
     assert r.verdict is Verdict.OK and r.output == "42\n" and r.unsafe and r.sandbox == "none"
+
+
+def test_the_command_lines_each_sandbox_kind_builds(tmp_path: Path) -> None:
+    """apptainer cannot run here: its command line is what is under test."""
+    from verifiers.judge.sandbox import MAX_PROCESSES, Sandbox
+
+    out = tmp_path / "out"
+    app = Sandbox("apptainer", True, True, None, executable="/usr/bin/apptainer",
+                  image="/img/judge.sif", prlimit="/usr/bin/prlimit")
+    cmd, cwd = app.command(["./prog"], tmp_path, ["prog"], {"out": out})
+    assert cmd == ["/usr/bin/apptainer", "exec", "--containall", "--cleanenv", "--no-home", "--net",
+                   "--network", "none", "--bind", f"{tmp_path}:/box", "--bind", f"{out}:/box/out",
+                   "--pwd", "/box", "/img/judge.sif", "/usr/bin/prlimit",
+                   f"--nproc={MAX_PROCESSES}:{MAX_PROCESSES}", "--", "./prog"] and cwd == tmp_path
+    bw = Sandbox("bwrap", True, True, 65534, executable="/usr/bin/bwrap", prlimit="/usr/bin/prlimit",
+                 drop=("setpriv", "--reuid=65534", "--"))
+    cmd, _ = bw.command(["./prog"], tmp_path, ["prog"], {"out": out}, box_mb=8)
+    assert cmd[:4] == ["setpriv", "--reuid=65534", "--", "/usr/bin/bwrap"]
+    assert "--unshare-all" in cmd and "--die-with-parent" in cmd and "--new-session" in cmd
+    joined = " ".join(cmd)
+    assert f"--size {8 * 2**20} --tmpfs /box" in joined and f"--size {8 * 2**20} --tmpfs /tmp" in joined
+    assert f"--ro-bind {tmp_path}/prog /box/prog" in joined and f"--bind {out} /box/out" in joined
+    assert "/home" not in joined and "/etc/passwd" not in joined and "/etc/hostname" not in joined
+    assert cmd[-7:] == ["--chdir", "/box", "--", "/usr/bin/prlimit",
+                        f"--nproc={MAX_PROCESSES}:{MAX_PROCESSES}", "--", "./prog"]
