@@ -41,7 +41,8 @@ def test_pinned_versions_are_the_benchmarks_ones() -> None:
     assert "dotnet-runtime-8.0" in " ".join(DEFS["dafny"].post)
     judge = " ".join(DEFS["judge"].post)
     assert "g++-12=12.2.0-14+deb12u1" in judge and "python3.11=3.11.2-6+deb12u6" in judge
-    assert DEFS["judge"].labels["org.veribatch.cxxflags"] == "-std=gnu++17 -O2 -pipe -DONLINE_JUDGE"
+    assert DEFS["judge"].labels["org.veribatch.cxxflags"] == (
+        "-static -DONLINE_JUDGE -O2 -std=c++23 -march=x86-64 -mno-avx2")  # REFUTE's harness
 
 
 def test_judge_image_flags_match_the_judge_code() -> None:
