@@ -118,8 +118,11 @@ def make_config(
         raise PlanError(f"unknown strategy {strategy!r} for task {task.name}; known strategies: "
                         + ", ".join(task.strategies))
     kwargs["strategy"] = strategy
-    if verifier:
-        kwargs["verifier"] = verifier
+    verifier = verifier or task.verifiers[0]
+    if verifier not in task.verifiers:
+        raise PlanError(f"unknown verifier {verifier!r} for task {task.name}; known verifiers: "
+                        + ", ".join(task.verifiers))
+    kwargs["verifier"] = verifier
     config = RunConfig(
         task=task.name,
         dataset=dataset,

@@ -163,6 +163,9 @@ class Task(ABC):
     # `--strategy` values this task understands; the first is the default.  `launch/` refuses
     # any other string before it can reach a run id.
     strategies: ClassVar[tuple[str, ...]] = ("default",)
+    # `--verifier` values this task can use; the first is the default.  Refused like strategies,
+    # so a task never silently replaces the verifier a user asked for.
+    verifiers: ClassVar[tuple[str, ...]] = ("z3",)
 
     @abstractmethod
     def datasets(self) -> dict[str, str]:

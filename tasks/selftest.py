@@ -51,6 +51,7 @@ class SelfTest(Task):
     name = "selftest"
     default_dataset = "smoke"
     strategies = ("default", "alternate")  # the second changes nothing but the run id
+    verifiers = ("none", "alternate")      # selftest runs no verifier; recorded only
 
     def datasets(self) -> dict[str, str]:
         return {k: f"{v} generated instances" for k, v in SIZES.items()}

@@ -29,6 +29,7 @@ def _resolve(dataset: str) -> tuple[str, Path | None]:
 @register
 class DafnyCompTask(Task):
     name = "dafnycomp"
+    verifiers = ("dafny",)
     default_dataset = "sample"
 
     def datasets(self) -> dict[str, str]:
@@ -68,9 +69,6 @@ class DafnyCompTask(Task):
         one knob; temperature 0 for one sample, 0.7 for several (recorded explicitly)."""
         from tasks.dafnycomp.checker import resolve_verify_option
 
-        if config.verifier not in ("dafny", "z3"):  # z3 is RunConfig's default, not a choice
-            raise ValueError(f"dafnycomp checks programs with dafny, not {config.verifier!r}")
-        config = replace(config, verifier="dafny")
         n_cli = config.sampling.get("n")
         if n_cli is not None:
             n_opt = int(config.options.get("n_samples", 1))

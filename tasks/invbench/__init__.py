@@ -47,6 +47,7 @@ def _resolve(dataset: str) -> tuple[str, Path | None]:
 @register
 class InvBenchTask(Task):
     name = "invbench"
+    verifiers = ("z3", "uautomizer")
     default_dataset = "sample"
 
     def datasets(self) -> dict[str, str]:

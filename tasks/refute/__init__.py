@@ -33,6 +33,7 @@ class RefuteTask(Task):
     name = "refute"
     default_dataset = "sample"
     strategies = STRATEGIES
+    verifiers = ("judge",)
 
     def datasets(self) -> dict[str, str]:
         return dict(data.DESCRIPTIONS)
@@ -86,7 +87,7 @@ class RefuteTask(Task):
             sampling.pop("n")
         if config.model is not None and "temperature" not in sampling:
             sampling["temperature"] = 0.0 if int(o["n_samples"]) == 1 else 0.7
-        config = replace(config, options=o, sampling=sampling, verifier="judge")
+        config = replace(config, options=o, sampling=sampling)
         if o["sandbox"] == "auto":
             from verifiers.judge import SandboxUnavailable, detect_sandbox
 

@@ -26,7 +26,7 @@ def test_same_inputs_same_run_id():
     {"model": "hf:/tmp/model"},
     {"sampling": {"temperature": 0.7}},
     {"limit": 5},
-    {"verifier": "uautomizer"},
+    {"verifier": "alternate"},
     {"strategy": "alternate"},
 ])
 def test_result_relevant_change_gives_new_run_id(change):
@@ -37,6 +37,9 @@ def test_unknown_strategy_is_refused_before_it_reaches_a_run_id():
     with pytest.raises(PlanError, match="unknown strategy 'best-of-n'.*default, alternate"):
         cfg(strategy="best-of-n")
     assert cfg().strategy == "default"
+    with pytest.raises(PlanError, match="unknown verifier 'dafny'.*none, alternate"):
+        cfg(verifier="dafny")
+    assert cfg().verifier == "none"
 
 
 def test_option_default_given_explicitly_is_the_same_run():
