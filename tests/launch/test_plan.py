@@ -23,14 +23,32 @@ def test_same_inputs_same_run_id():
     {"options": ["iterations=7"]},
     {"shards": 2},
     {"dataset": "small"},
-    {"model": "hf:/tmp/model"},
+    {"model": "hf:org/model"},
     {"sampling": {"temperature": 0.7}},
     {"limit": 5},
     {"verifier": "uautomizer"},
-    {"strategy": "best-of-n"},
 ])
 def test_result_relevant_change_gives_new_run_id(change):
     assert run_id_for(cfg(**change)) != run_id_for(cfg())
+
+
+def test_strategy_is_validated_and_part_of_the_identity():
+    from dataclasses import replace
+
+    with pytest.raises(PlanError, match="unknown strategy 'best-of-n' for task selftest; "
+                                        "known strategies: default"):
+        cfg(strategy="best-of-n")
+    assert run_id_for(replace(cfg(), strategy="other")) != run_id_for(cfg())
+
+
+def test_model_paths_and_replay_sources_are_checked_at_plan_time(tmp_path):
+    with pytest.raises(PlanError, match="no model at /nonexistent"):
+        cfg(model="hf:/nonexistent")
+    with pytest.raises(PlanError, match="replay needs a run directory; /nonexistent does not"):
+        cfg(model="replay:/nonexistent")
+    (tmp_path / "m").mkdir()
+    assert cfg(model=f"hf:{tmp_path / 'm'}").model == f"hf:{tmp_path / 'm'}"
+    assert cfg(model="vllm:Qwen/Qwen2.5-72B-Instruct").model  # a hub name: not a path
 
 
 def test_option_default_given_explicitly_is_the_same_run():

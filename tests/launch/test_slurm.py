@@ -26,6 +26,7 @@ from submitit.slurm.slurm import SlurmJobEnvironment
 from launch.api import plan_run
 from launch.executors.slurm import ShardJob, SlurmExecutor, chunks
 from launch.jobs import _expand
+from launch.ledger import count_records
 from launch.manifest import create_or_reuse
 from launch.rundir import RunDir
 from launch.shard_loop import is_locked
@@ -51,7 +52,7 @@ def _active(rd) -> bool:
 def _running_pid(rd, stage, shard):
     a = rd / "shards" / stage / str(shard) / "attempt.json"
     led = rd / "shards" / stage / str(shard) / "ledger.jsonl"
-    if a.exists() and led.exists() and led.read_bytes().count(b"\n") >= 1:
+    if a.exists() and count_records(led) >= 1:
         return json.loads(a.read_text())["pid"]
     return None
 
@@ -90,11 +91,10 @@ def _run_with_submitit_handlers(tmp_path, root: str, timeout_min: int, max_num_t
     paths.folder.mkdir(exist_ok=True)  # submitit made it at submission
     handler = SignalHandler(_RequeueKilledMidway(), paths, delayed)
     ledger = RunDir(root).ledger("work", 0)
-    before = ledger.read_bytes().count(b"\n") if ledger.exists() else 0
+    before = count_records(ledger)
 
     def usr2_after_two() -> None:
-        wait_until(lambda: ledger.exists() and ledger.read_bytes().count(b"\n") >= before + 2,
-                   30, "two more recorded instances")
+        wait_until(lambda: count_records(ledger) >= before + 2, 30, "two more recorded instances")
         os.kill(os.getpid(), signal.SIGUSR2)
 
     old = {s: signal.getsignal(s) for s in (signal.SIGUSR2, signal.SIGTERM, signal.SIGCONT)}
@@ -216,8 +216,7 @@ def test_usr2_before_time_limit_requeues_and_keeps_the_ledger(slurm_cluster, tmp
     job = json.loads((rd / "jobs.json").read_text())["submissions"][0]["jobs"]["0"]
     shard = rd / "shards/work/0"
     ledger = shard / "ledger.jsonl"
-    wait_until(lambda: ledger.exists() and ledger.read_bytes().count(b"\n") >= 2, QUEUE_WAIT,
-               "two recorded instances")
+    wait_until(lambda: count_records(ledger) >= 2, QUEUE_WAIT, "two recorded instances")
     subprocess.run(["scancel", "--signal=USR2", job], check=True)
 
     def requeued() -> str | None:
