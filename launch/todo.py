@@ -69,7 +69,7 @@ def plan_todo(state: RunState) -> Todo:
             if s.state == "failed":
                 take(s, s.reason)
             elif redone:
-                take(s, f"after {', '.join(redone)}")
+                take(s, f"after {', '.join(redone)}, which is redone first")
             else:
                 take(s, s.reason or "never ran")
     return todo

@@ -70,6 +70,34 @@ def cluster_partitions() -> set[str] | None:
     return {line.strip() for line in out.stdout.splitlines() if line.strip()}
 
 
+def dependency_groups(shards: list[int], needs: list[str],
+                      arrays: dict[str, list[tuple[list[int], str]]],
+                      waiting_on: dict[tuple[str, int], str],
+                      limit: int) -> list[tuple[list[int], str | None]]:
+    """Split a stage's shards into arrays by what they must wait for: (shards, dependency).
+
+    Shards whose upstream shard is in this submission (`arrays`: upstream stage → [(shards,
+    array id)]) depend element-wise on it; shards whose upstream is still queued or running in
+    an earlier job (`waiting_on`) wait for exactly those elements; the rest start at once."""
+    def old_jobs(part: list[int]) -> list[str]:
+        return sorted({waiting_on[(need, k)] for need in needs for k in part
+                       if (need, k) in waiting_on})
+
+    fresh_up = {k for need in needs for part, _ in arrays.get(need, []) for k in part}
+    linked = [k for k in shards if k in fresh_up]
+    waiting = [k for k in shards if k not in fresh_up and old_jobs([k])]
+    free = [k for k in shards if k not in fresh_up and not old_jobs([k])]
+    groups: list[tuple[list[int], str | None]] = []
+    for c, part in enumerate(chunks(linked, limit)):
+        deps = [d for d in (SlurmExecutor._dependency(needs, arrays, c, part),) if d]
+        if old_jobs(part):
+            deps.append("afterok:" + ":".join(old_jobs(part)))
+        groups.append((part, ",".join(deps) or None))
+    groups += [(part, "afterok:" + ":".join(old_jobs(part))) for part in chunks(waiting, limit)]
+    groups += [(part, None) for part in chunks(free, limit)]
+    return groups
+
+
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -237,25 +265,7 @@ class SlurmExecutor(Executor):
             per_shard = max(spans[k].count for k in shards)
             minutes = _job_minutes(spec, per_shard, st["seconds_per_instance"])
             arrays[st["name"]] = []
-            fresh_up = {k for need in st["needs"] for part, _ in arrays.get(need, [])
-                        for k in part}
-
-            def old_jobs(part: list[int], st: dict[str, Any] = st) -> list[str]:
-                return sorted({waiting_on[(need, k)] for need in st["needs"] for k in part
-                               if (need, k) in waiting_on})
-
-            linked = [k for k in shards if k in fresh_up]
-            waiting = [k for k in shards if k not in fresh_up and old_jobs([k])]
-            free = [k for k in shards if k not in fresh_up and not old_jobs([k])]
-            groups: list[tuple[list[int], str | None]] = []
-            for c, part in enumerate(chunks(linked, limit)):
-                deps = [d for d in (self._dependency(st["needs"], arrays, c, part),) if d]
-                if old_jobs(part):
-                    deps.append("afterok:" + ":".join(old_jobs(part)))
-                groups.append((part, ",".join(deps) or None))
-            for part in chunks(waiting, limit):
-                groups.append((part, "afterok:" + ":".join(old_jobs(part))))
-            groups += [(part, None) for part in chunks(free, limit)]
+            groups = dependency_groups(shards, st["needs"], arrays, waiting_on, limit)
             for part, dep in groups:
                 job_name = f"vb-{rd.root.name}-{st['name']}"
                 ex = self._executor(rd, job_name, spec, minutes, st, dep,
