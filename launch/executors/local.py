@@ -217,12 +217,20 @@ class LocalExecutor(Executor):
 
     def _start(self, rd: RunDir, stage: str, shard: int) -> subprocess.Popen[bytes]:
         out = rd.shard_dir(stage, shard)
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / "worker.err", "ab") as err:
-            return subprocess.Popen(
-                [sys.executable, "-m", "launch.worker", str(rd.root.resolve()), stage, str(shard)],
-                stdout=err, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
-            )
+        argv = [sys.executable, "-m", "launch.worker", str(rd.root.resolve()), stage, str(shard)]
+        # As in a SLURM job: the run directory in the environment marks the shard's processes
+        # (and whatever they start) as this run's.
+        env = {**os.environ, "VERIBATCH_RUN_DIR": str(rd.root.resolve())}
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            err = open(out / "worker.err", "ab")  # noqa: SIM115  (closed right below)
+        except OSError:
+            # A full or read-only disk: the worker will fail and say so in error.json where it
+            # can; the run must not die with it.
+            err = open(os.devnull, "ab")  # noqa: SIM115
+        with err:
+            return subprocess.Popen(argv, stdout=err, stderr=err, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, env=env)
 
     @staticmethod
     def _update(bar: Progress, bars: dict[str, Any], rd: RunDir, recorded: dict[str, int],
