@@ -12,13 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aggregate.completion import check_instances_file
 from tasks.base import Instance
 
-from .plan import Plan
 from .rundir import RunDir, atomic_write_bytes, atomic_write_json, read_json
+
+if TYPE_CHECKING:  # planning (inference specs...) is not needed to read a run
+    from .plan import Plan
 
 
 class RunDirError(RuntimeError):

@@ -17,13 +17,15 @@ import time
 from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tasks.base import RunConfig
 
 from .instances import RunDirError, write_instances
-from .plan import Plan
 from .rundir import AGGREGATE_STAGE, RunDir, atomic_write_json, read_json
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 MANIFEST_VERSION = 1
 
