@@ -5,6 +5,11 @@ stage it needs has finished, while the running shards' `cpus_per_task` fit in
 `workers` CPUs (default: all of this machine's).
 Progress is read from the ledgers (what is recorded is what counts), so the bars
 show exactly what a resume would keep.
+
+A shard that another process runs (its worker exits 75, "busy": a leftover of a killed
+launch, a SLURM job of the same run) is waited for and then judged by its DONE marker,
+never counted as failed; so is an upstream shard outside this executor's set.  SIGTERM
+(`launch cancel`) stops the run like Ctrl-C: every shard process is told to stop.
 """
 
 from __future__ import annotations
