@@ -266,10 +266,15 @@ class Harness:
                      on_tick: Any = None) -> None:
         """SLURM: until no job of the run is queued or running (held requeues released)."""
         end = time.monotonic() + until
+        asked = 0.0
         while time.monotonic() < end:
             watch.scan()
             if on_tick is not None:
-                on_tick()
+                on_tick()  # in-run faults look at the shards 20 times a second
+            if time.monotonic() - asked < 0.5:
+                time.sleep(0.05)
+                continue
+            asked = time.monotonic()
             q = self.queued(rd)
             if not q:
                 return
@@ -277,7 +282,6 @@ class Harness:
                 if "BeginTime" in st:
                     subprocess.run(["scontrol", "update", f"JobId={jid}", "StartTime=now"],
                                    capture_output=True)
-            time.sleep(0.5)
         raise RuntimeError(f"{rd}: jobs still queued after {until:.0f} s: {self.queued(rd)}")
 
     # -- one run -----------------------------------------------------------------------
@@ -347,6 +351,9 @@ class Harness:
         def tick() -> None:
             watch.scan()
             for f in list(pending):
+                others = [g for g in pending if g is not f and g.kind != "full_disk"]
+                if f.kind == "scancel_run" and others:
+                    continue  # the whole run goes last, or the others never get their chance
                 if inject_in_run(self, rd, f, mounts):
                     pending.remove(f)
 
@@ -368,7 +375,18 @@ class Harness:
     def _post_run(self, rd: Path, faults: list[Fault], rng: random.Random,
                   mounts: list[Path]) -> dict[str, int]:
         changed: dict[str, int] = {}
+        used = {(f.stage, f.shard) for f in faults if f.kind in POST_RUN}
         for f in faults:
+            if f.kind in POST_RUN and not (rd / "shards" / f.stage / str(f.shard) / "DONE").exists():
+                # its shard did not finish (an in-run fault got it): damage a finished one
+                done = sorted((s, k) for s in STAGES for k in range(SHARDS)
+                              if (rd / "shards" / s / str(k) / "DONE").exists()
+                              and (s, k) not in used
+                              and (f.kind != "changed_upstream" or s == "work"))
+                if done:
+                    used.discard((f.stage, f.shard))
+                    f.stage, f.shard = rng.choice(done)
+                    used.add((f.stage, f.shard))
             if f.kind == "full_disk" and f.injected:
                 filler = rd / "shards" / f.stage / str(f.shard) / ".filler"
                 filler.unlink(missing_ok=True)  # the disk has room again
