@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from aggregate.records import load_stage
 from launch.api import ExecChoice, launch_run, plan_run, resume_run
 from launch.executors.local import LocalExecutor
 from launch.executors.slurm import aggregate_job, dependency_groups
-from launch.jobs import add_submissions, load_jobs, parse_states
+from launch.jobs import load_jobs, parse_states
 from launch.locks import LockUnsupportedError, RunBusyError, run_lock
 from launch.manifest import create_or_reuse, load_manifest
 from launch.rundir import RunDir
@@ -170,19 +169,21 @@ def test_the_aggregate_job_of_an_incomplete_run_does_not_fail(tmp_path):
     assert json.loads(rd.aggregate_status.read_text())["status"] == "partial"
 
 
-def _add_many(root: str, who: int) -> None:
-    rd = RunDir(root)
-    for i in range(40):
-        add_submissions(rd, [{"stage": "work", "array_id": f"{who}{i}", "jobs": {"0": "1"}}])
+ADD_MANY = """
+import sys
+from launch.jobs import add_submissions
+from launch.rundir import RunDir
+for i in range(40):
+    add_submissions(RunDir(sys.argv[1]), [{"stage": "work", "array_id": sys.argv[2] + str(i),
+                                          "jobs": {"0": "1"}}])
+"""
 
 
 def test_jobs_json_updates_do_not_lose_each_other(tmp_path):
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_add_many, args=(str(tmp_path), n)) for n in (1, 2, 3)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
+    # Plain processes, not multiprocessing: its resource tracker would outlive the test.
+    procs = [subprocess.Popen([sys.executable, "-c", ADD_MANY, str(tmp_path), str(n)])
+             for n in (1, 2, 3)]
+    assert [p.wait(120) for p in procs] == [0, 0, 0]
     assert len(load_jobs(RunDir(tmp_path)).submissions) == 120
 
 
