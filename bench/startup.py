@@ -34,26 +34,30 @@ def synthetic_run(root: Path, tree: Path) -> Path:
         "from bench.overhead import synthetic_run\n"
         "synthetic_run(Path(sys.argv[2]), 1000)\n"
     )
-    subprocess.run([sys.executable, "-c", code, str(tree), str(root)], check=True,
+    subprocess.run([sys.executable, "-c", code, str(tree), str(root)], check=True, cwd=tree,
                    env={**os.environ, "PYTHONPATH": str(tree)})
     return root
 
 
-def timed(argv: list[str], env: dict[str, str], repeat: int) -> tuple[list[float], list[float]]:
+def timed(argv: list[str], env: dict[str, str], repeat: int,
+          cwd: Path) -> tuple[list[float], list[float]]:
     walls, cpus = [], []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # cwd = the tree: `python -m` puts the working directory first on sys.path
+        subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
         walls.append(time.perf_counter() - t)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return walls, cpus
 
 
-def import_profile(argv: list[str], env: dict[str, str]) -> tuple[float, list[tuple[str, float]]]:
-    r = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=env, capture_output=True,
-                       text=True)
+def import_profile(argv: list[str], env: dict[str, str],
+                   cwd: Path) -> tuple[float, list[tuple[str, float]]]:
+    r = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=env, cwd=cwd,
+                       capture_output=True, text=True)
     top: dict[str, float] = {}
     for line in r.stderr.splitlines():
         m = re.match(r"import time:\s+\d+ \|\s+(\d+) \|( *)(\S+)", line)
@@ -81,8 +85,8 @@ def main() -> int:
               f" {'imports':>8}  largest top-level imports (ms)")
         for label, tree, argv in rows:
             env = {**os.environ, "PYTHONPATH": str(tree), "COLUMNS": "120"}
-            walls, cpus = timed(argv, env, a.repeat)
-            imp, big = import_profile(argv, env) if "launch" in argv else (0.0, [])
+            walls, cpus = timed(argv, env, a.repeat, tree)
+            imp, big = import_profile(argv, env, tree) if "launch" in argv else (0.0, [])
             print(f"{label:60} {min(walls):9.3f} {statistics.median(walls):9.3f} "
                   f"{min(cpus):8.3f} {statistics.median(cpus):8.3f} {imp / 1000:8.3f}  "
                   + ", ".join(f"{k} {v:.0f}" for k, v in big))
