@@ -101,6 +101,7 @@ class RunFigures:
     stale: int = 0
     processes_left: int = 0
     left_detail: list[str] = field(default_factory=list)
+    reference_processes_left: int = 0  # by the clean run of the same plan (not a fault's doing)
     resumes: int = 0
     incomplete_before: list[str] = field(default_factory=list)  # what the faults broke
     complete: bool = False
@@ -182,6 +183,7 @@ class Harness:
         self.sleep_s = sleep_s
         self.keep = keep
         self.references: dict[tuple[str, ...], tuple[dict[str, pd.DataFrame], float]] = {}
+        self.reference_left = 0  # processes the fault-free reference runs left behind
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]), "COLUMNS": "200"}
 
@@ -249,13 +251,26 @@ class Harness:
             runs = Path(tempfile.mkdtemp(prefix="ref-", dir=self.work))
             name = f"faults-{self.tag}-ref-{len(self.references)}"
             t0 = time.monotonic()
-            r = self.launch(*self.run_args(options, runs, name))
-            if r.returncode != 0:
-                raise RuntimeError(f"reference run failed: {r.stderr[-2000:]}")
             rd = runs / name
+            watch = ProcessWatch(rd)
+            proc = subprocess.Popen(self.cmd(*self.run_args(options, runs, name)),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=self.env)
+            while proc.poll() is None:
+                watch.scan()
+                time.sleep(0.05)
+            _, err = proc.communicate()
+            if proc.returncode != 0:
+                raise RuntimeError(f"reference run failed: {err[-2000:]}")
             if self.executor == "slurm":
-                self.wait_settled(rd, ProcessWatch(rd))
+                self.wait_settled(rd, watch)
             wall = time.monotonic() - t0
+            time.sleep(1.0)
+            left = watch.left()  # a clean run leaves processes behind too (fork_verifier)
+            self.reference_left += len(left)
+            for p in left:
+                with contextlib.suppress(psutil.Error):
+                    p.kill()
             st = self.status(rd)
             if not st.get("complete"):
                 raise RuntimeError(f"reference run incomplete: {st}")
@@ -635,7 +650,9 @@ def run_suite(executor: str, *, runs: int, seed: int, kinds: list[str] | None = 
     out = []
     try:
         for i, ks in enumerate(plan):
+            before = h.reference_left
             fig = h.run_once(seed, i, ks)
+            fig.reference_processes_left = h.reference_left - before
             out.append(fig)
             if echo:
                 print(line(fig), flush=True)
@@ -672,6 +689,7 @@ def summary(figs: list[RunFigures]) -> dict[str, Any]:
         "records_stale": sum(f.stale for f in figs),
         "processes_left": sum(f.processes_left for f in figs),
         "processes_left_in_runs_with": dict(by_kind_left),
+        "processes_left_by_clean_reference_runs": sum(f.reference_processes_left for f in figs),
         "resumes_needed_max": max((f.resumes for f in figs), default=0),
         "resumes_needed": [f.resumes for f in figs],
         "complete": sum(f.complete for f in figs),
@@ -690,7 +708,8 @@ def print_summary(executor: str, figs: list[RunFigures], seed: int) -> dict[str,
           + ", ".join(f"{k} {v}" for k, v in s["faults_injected"].items()))
     print(f"records lost {s['records_lost']} | duplicated {s['records_duplicated']} | stale "
           f"{s['records_stale']} | processes left {s['processes_left']} "
-          f"{s['processes_left_in_runs_with'] or ''}| resumes needed max "
+          f"{s['processes_left_in_runs_with'] or ''}(clean reference runs: "
+          f"{s['processes_left_by_clean_reference_runs']}) | resumes needed max "
           f"{s['resumes_needed_max']} {s['resumes_needed']} | complete {s['complete']}/{s['runs']}")
     print(f"wall: clean run {s['clean_s_mean']} s, faulty run {s['faulty_s_mean']} s, recovery "
           f"{s['recovery_s_mean']} s (max {s['recovery_s_max']} s); (faulty + recovery) / clean "
