@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .records import StageRecords, load_run
+from .records import Completion, StageRecords, load_run
 from .render import to_markdown, write_table
 from .table import Metric, Table
 
@@ -44,9 +44,11 @@ def summary_table(manifest: dict, stages: dict[str, StageRecords]) -> Table:
                  caption="covered/missing: instances with/without records in complete shards.")
 
 
-def build(run_dir: Path | str, formats: tuple[str, ...] = ("md", "csv")) -> BuildResult:
+def build(run_dir: Path | str, formats: tuple[str, ...] = ("md", "csv"),
+          completion: Completion | None = None) -> BuildResult:
+    """`completion`: the shards' completeness when the caller has checked it already."""
     run_dir = Path(run_dir)
-    manifest, stages = load_run(run_dir)
+    manifest, stages = load_run(run_dir, completion)
     task = manifest["config"]["task"]
     tables = [summary_table(manifest, stages)]
     try:

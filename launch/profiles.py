@@ -102,6 +102,32 @@ def _check_keys(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
     return obj
 
 
+def _typed(obj: dict[str, Any], key: str, kind: str, where: str) -> Any:
+    """`obj[key]` checked against `kind` (str | int>=1 | int>=0 | number>0 | mapping), or None.
+    `where` is the message prefix naming the file (and the entry) the key is in.
+
+    A bad value is an error naming the file and the key, raised when the profile is loaded —
+    at plan time, before anything is written — not a traceback from deep inside sbatch."""
+    if key not in obj or obj[key] is None:
+        return None
+    v = obj[key]
+    ok = {"str": isinstance(v, str) and bool(v.strip()),
+          "int>=1": isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+          "int>=0": isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+          "number>0": isinstance(v, int | float) and not isinstance(v, bool) and v > 0,
+          "mapping": isinstance(v, dict)}[kind]
+    if not ok:
+        want = {"str": "a non-empty string", "int>=1": "a whole number >= 1",
+                "int>=0": "a whole number >= 0", "number>0": "a number > 0",
+                "mapping": "a mapping of sbatch option: value"}[kind]
+        raise ProfileError(f"{where}{key}: {v!r} is not {want}")
+    if kind == "mapping":
+        for k, x in v.items():
+            if not isinstance(k, str) or not isinstance(x, str | int | float | bool):
+                raise ProfileError(f"{where}{key}.{k}: {x!r} is not a plain sbatch value")
+    return v
+
+
 def profile_dirs() -> list[Path]:
     dirs = []
     if os.environ.get(PROFILES_ENV):
@@ -141,24 +167,34 @@ def load_profile(name: str | None) -> Profile:
     for res, spec in parts_raw.items():
         where = f"{path}: partitions.{res}"
         spec = _check_keys(spec or {}, PARTITION_KEYS, where)
+        at = f"{where}."
         parts[res] = PartitionSpec(
-            partition=spec.get("partition"),
+            partition=_typed(spec, "partition", "str", at),
             time_min=parse_time(spec["time"], f"{where}.time") if "time" in spec else None,
-            mem_gb=spec.get("mem_gb"), cpus_per_task=spec.get("cpus_per_task"),
-            gres=spec.get("gres"), gpus_per_task=spec.get("gpus_per_task"),
-            account=spec.get("account"), qos=spec.get("qos"),
-            constraint=spec.get("constraint"), sbatch=dict(spec.get("sbatch") or {}),
+            mem_gb=_typed(spec, "mem_gb", "number>0", at),
+            cpus_per_task=_typed(spec, "cpus_per_task", "int>=1", at),
+            gres=_typed(spec, "gres", "str", at),
+            gpus_per_task=_typed(spec, "gpus_per_task", "int>=0", at),
+            account=_typed(spec, "account", "str", at),
+            qos=_typed(spec, "qos", "str", at),
+            constraint=_typed(spec, "constraint", "str", at),
+            sbatch=dict(_typed(spec, "sbatch", "mapping", at) or {}),
         )
     setup = data.get("setup") or []
     if not isinstance(setup, list) or not all(isinstance(x, str) for x in setup):
         raise ProfileError(f"{path}: 'setup' must be a list of shell lines")
+    where = f"{path}: "
+    image_dir = _typed(data, "image_dir", "str", where)  # a cluster path: may not exist here
+    parallelism = _typed(data, "array_parallelism", "int>=1", where)
+    delay = _typed(data, "signal_delay_s", "int>=0", where)
     return Profile(
         name=path.stem, source=str(path), partitions=parts,
-        account=data.get("account"), qos=data.get("qos"),
-        array_parallelism=int(data.get("array_parallelism", 256)),
-        image_dir=data.get("image_dir"), setup=tuple(setup),
-        signal_delay_s=int(data.get("signal_delay_s", 120)),
-        max_array_size=data.get("max_array_size"), sbatch=dict(data.get("sbatch") or {}),
+        account=_typed(data, "account", "str", where), qos=_typed(data, "qos", "str", where),
+        array_parallelism=256 if parallelism is None else parallelism,
+        image_dir=str(Path(image_dir).expanduser()) if image_dir else None, setup=tuple(setup),
+        signal_delay_s=120 if delay is None else delay,
+        max_array_size=_typed(data, "max_array_size", "int>=1", where),
+        sbatch=dict(_typed(data, "sbatch", "mapping", where) or {}),
     )
 
 

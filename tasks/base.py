@@ -225,7 +225,9 @@ def register(cls: type[Task]) -> type[Task]:
 
 
 def get_task(name: str) -> Task:
-    import tasks  # noqa: F401  (imports every task module so they register)
+    import tasks
+
+    tasks.load_all()  # every task module, once, so that they register
 
     try:
         return _REGISTRY[name]()
@@ -235,6 +237,8 @@ def get_task(name: str) -> Task:
 
 
 def task_names() -> list[str]:
-    import tasks  # noqa: F401
+    import tasks
+
+    tasks.load_all()
 
     return sorted(_REGISTRY)

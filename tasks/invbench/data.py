@@ -195,13 +195,24 @@ def load_split(
                 id=f"{TASK}/{name}/{path.name}",
                 task=TASK,
                 split=name,
-                payload={"program": path.read_text(), "file": path.name},
+                payload={"program": program_text(path), "file": path.name},
                 meta=meta,
             )
         )
     _log_report(report)
     LAST_REPORT[name] = report
     return instances
+
+
+def program_text(path: Path) -> str:
+    """A program file as text; a file that is not UTF-8 is a DatasetError naming it."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise DatasetError(f"{path}: line {line}: not UTF-8 text (byte 0x{data[e.start]:02x} "
+                           f"at offset {e.start})") from None
 
 
 def load_sample(*, limit: int | None = None) -> list[Instance]:
@@ -222,7 +233,7 @@ def load_sample(*, limit: int | None = None) -> list[Instance]:
                 id=f"{TASK}/sample/{path.name}",
                 task=TASK,
                 split="sample",
-                payload={"program": path.read_text(), "file": path.name},
+                payload={"program": program_text(path), "file": path.name},
                 meta={
                     "file": path.name,
                     "source": str(path),
