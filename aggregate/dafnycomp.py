@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from aggregate.stats import pass_at_k
-from aggregate.table import Metric, Table
+from aggregate.table import Metric, Plot, Table
 
 KS = (1, 2, 4, 8)
 REFERENCE_MODEL = "reference"
@@ -203,7 +203,24 @@ def table1(verify: pd.DataFrame, by_chain: dict[int | None, int]) -> list[Table]
                frame=frame, caption=caption + " Rows per number of chained functions (main_<K>node).",
                index=("model", "arm", "chain_length"), metrics=_pass_metrics(frame, reference_only),
                samples=pd.DataFrame(samples))
-    return [t1, by]
+    return [t1, by, pass_curve(t1)]
+
+
+def pass_curve(t1: Table) -> Table:
+    """Table 1 in long form (one row per model × arm × k), so the report can draw the pass@k
+    curves a reader of the paper expects; the numbers are Table 1's, nothing new."""
+    rows = []
+    for _, r in t1.frame.iterrows():
+        for k in KS:
+            if f"verified_at_{k}" in r and pd.notna(r[f"verified_at_{k}"]):
+                rows.append({"model": r["model"], "arm": r["arm"], "who": f"{r['model']} ({r['arm']})",
+                             "k": k, "syntax": r[f"syntax_at_{k}"], "verified": r[f"verified_at_{k}"],
+                             "covered": r["covered"], "missing": r["missing"]})
+    return Table(key="pass_at_k_dafnycomp", title="Pass@k curves (Table 1 by k)",
+                 frame=pd.DataFrame(rows), index=("model", "arm", "k"),
+                 plots=(Plot("line", x="k", y=("syntax", "verified"), series="who",
+                             x_label="k (samples per program)", y_label="pass@k (%)"),),
+                 caption="Table 1's syntax-correct and verified Pass@k, one row per k (for the plot).")
 
 
 # ---------------------------------------------------------------- Table 2

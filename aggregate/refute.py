@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from aggregate.stats import mean_pass_at_k, wilson_interval
-from aggregate.table import Metric, Table
+from aggregate.table import Metric, Plot, Table
 
 BUCKET_ATTRS = ("problem_rating", "author_rating", "fail_tc")
 VALIDATION_REASONS = ("generator_compile_error", "generator_crash",
@@ -161,7 +161,9 @@ def _bucket_rows(att: pd.DataFrame, attr: str, problems: pd.DataFrame) -> list[d
         for k, cut in enumerate(sorted(by_bucket, key=lambda c: c.left), start=1):
             oks = by_bucket[cut]
             rows.append({"model": model, "arm": arm, "attribute": attr, "bucket": k,
-                         "range": f"({cut.left:g}, {cut.right:g}]", "covered": len(oks),
+                         "range": f"({cut.left:g}, {cut.right:g}]",
+                         "bucket_label": f"{attr} ({cut.left:g}, {cut.right:g}]",
+                         "who": f"{model} ({arm})", "covered": len(oks),
                          "missing": 0, "solved": sum(oks), "success_rate": _rate(sum(oks), len(oks))})
     return rows
 
@@ -175,6 +177,9 @@ def buckets_table(att: pd.DataFrame, sampled: bool) -> Table:
         frame=pd.DataFrame(rows) if rows else pd.DataFrame([{"covered": 0, "missing": 0}]),
         index=("model", "arm", "attribute", "bucket"),
         metrics={"success_rate": Metric("rate", sampled=sampled)},
+        plots=(Plot("bar", x="bucket_label", y=("success_rate",), series="who",
+                    x_label="bucket (attribute and its value range)",
+                    y_label="success rate (% of problems)"),) if rows else (),
         caption=("Five percentile buckets of the run's problems per attribute (fewer when values "
                  "repeat); success_rate: problems solved / problems in the bucket."),
     )

@@ -25,7 +25,7 @@ def test_pass_at_k_table_by_hand() -> None:
         rows.append(_cand("a", k, syntax=k < 2, verified=False, mode="other"))
         rows.append(_cand("b", k, syntax=True, verified=k == 3, chain=3, mode=None if k == 3 else "other"))
         rows.append(_cand("c", k, syntax=True, verified=True, chain=3))
-    t1, by = table1(pd.DataFrame(rows), {2: 1, 3: 2})
+    t1, by, curve = table1(pd.DataFrame(rows), {2: 1, 3: 2})
     r = t1.frame.iloc[0]
     assert (r["covered"], r["n"], r["missing"]) == (3, 4, 0)
     # pass@k = 1 - C(n-c, k) / C(n, k), averaged over instances (in %)
@@ -44,12 +44,17 @@ def test_pass_at_k_table_by_hand() -> None:
     f = by.frame.set_index("chain_length")
     assert f.loc[2, "verified_at_1"] == 0 and f.loc[3, "verified_at_1"] == pytest.approx(62.5)
     assert list(by.index) == ["model", "arm", "chain_length"]
+    # the pass@k curve the report draws holds Table 1's numbers, one row per estimable k
+    c = curve.frame.set_index("k")
+    assert list(c.index) == [1, 2, 4]
+    assert c.loc[2, "verified"] == r["verified_at_2"] and c.loc[4, "syntax"] == r["syntax_at_4"]
+    assert curve.plots[0].kind == "line" and curve.plots[0].x == "k"
 
 
 def test_integrity_gates_both_rates() -> None:
     rows = [_cand("a", 0, syntax=False, verified=False, integrity="cheat", outcome="cheat")]
     rows[0]["dafny_verified"] = True  # Dafny says verified, but the answer cheated
-    t1, _ = table1(pd.DataFrame(rows), {2: 1})
+    t1, *_ = table1(pd.DataFrame(rows), {2: 1})
     r = t1.frame.iloc[0]
     assert (r["verified_at_1"], r["syntax_at_1"], r["dafny_verified_at_1"], r["cheats"]) == (0, 0, 100, 1)
 

@@ -68,6 +68,10 @@ def test_reason_tables_and_buckets(run_dir: Path) -> None:
     # ratings 1200..2100 in pairs; even k solved → exactly one of each pair
     assert (rating["success_rate"] == 50).all()
     assert set(b["attribute"]) == {"problem_rating", "author_rating", "fail_tc"}
+    # the report's bar chart: one bar per bucket of each attribute, labelled with its range
+    plot = t["refute_buckets"].plots[0]
+    assert (plot.kind, plot.x, plot.y) == ("bar", "bucket_label", ("success_rate",))
+    assert b["bucket_label"].nunique() == len(b.drop_duplicates(["attribute", "bucket"]))
 
 
 def test_overlap_and_compare_across_runs(run_dir: Path) -> None:
