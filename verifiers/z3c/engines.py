@@ -29,7 +29,7 @@ from verifiers import cfront
 from verifiers.z3c import cexpr, chc, replay
 from verifiers.z3c.encode import Encoding, encode
 
-ENCODING_VERSION = "1"
+ENCODING_VERSION = "2"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE
 MEMBERS = ("spacer", "spacer-nla", "bmc", "spacer-global")
 # Z3's Python API shares one context per process and is not thread-safe: every
 # in-process use of Z3 (encoding, candidate checks, in-process members) holds this.
