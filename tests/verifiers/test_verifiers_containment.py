@@ -17,6 +17,7 @@ import contextlib
 import functools
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -79,14 +80,31 @@ def tree(pid):
     return out
 
 
+def marked_sleeps():
+    mark = b"VB_CONTAINMENT_MARK=" + os.environ["VB_CONTAINMENT_MARK"].encode()
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                env = open(f"/proc/{name}/environ", "rb").read().split(b"\0")
+                cmd = open(f"/proc/{name}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if mark in env and cmd.startswith(b"sleep"):
+                out.append(int(name))
+    return out
+
+
 def ready():
-    if proc._tree < 0:
+    # the same test whichever way the tool was started (fork server or, with
+    # VERIBATCH_FORKSERVER=0, directly): the sleeps wherever they went; the z3c
+    # query's own children (its portfolio members)
+    if proc._root < 0:
         return []
-    below = tree(proc._tree)  # below the reaper: the tool, its children, adopted orphans
     if kind == "daemons":
-        sleeps = [p for p in below if open(f"/proc/{p}/cmdline", "rb").read().startswith(b"sleep")]
-        return below if len(sleeps) >= 4 else []
-    return below if len(below) >= 2 else []  # the z3c query and a portfolio member
+        sleeps = marked_sleeps()
+        return sleeps if len(sleeps) >= 4 else []
+    return tree(proc._root)
 
 
 deadline = time.monotonic() + 60
@@ -220,8 +238,8 @@ def run_worker(kind: str, victim: str, workdir: Path, *, user: str = "root",
 @pytest.mark.parametrize("kind", ["daemons", "z3"])
 def test_sigkilled_worker_leaves_no_process(workdir: Path, kind: str, user: str) -> None:
     lines, marker = run_worker(kind, "worker", workdir, user=user)
-    # The tool's tree was really there (4 sleeps and their shells; the query and a member).
-    assert lines[0]["before"] >= (4 if kind == "daemons" else 2), lines
+    # The tool's tree was really there (4 sleeps; the z3c query's portfolio member).
+    assert lines[0]["before"] >= (4 if kind == "daemons" else 1), lines
     left = wait_none(marker)
     assert left == [], describe(left)
 
@@ -293,3 +311,104 @@ def test_local_executor_shard_killed_leaves_no_process(tmp_path: Path) -> None:
     assert run.returncode != 0, out  # the shard failed: recorded, not lost
     left = wait_none(marker)
     assert left == [], describe(left)
+
+
+def _slurm_env() -> dict[str, str] | None:
+    env_file = Path(os.environ.get("VERIBATCH_SLURM_DIR", "/tmp/veribatch-slurm")) / "slurm.env"
+    conf = os.environ.get("SLURM_CONF")
+    if not conf and env_file.exists():
+        for line in env_file.read_text().splitlines():
+            if "SLURM_CONF=" in line:
+                conf = line.split("SLURM_CONF=", 1)[1].strip().strip("'\"")
+    if not conf or shutil.which("sinfo") is None:
+        return None
+    ok = subprocess.run(["sinfo", "-h"], env={**os.environ, "SLURM_CONF": conf},
+                        capture_output=True, timeout=10).returncode == 0
+    return {"SLURM_CONF": conf} if ok else None
+
+
+@pytest.mark.slurm
+def test_slurm_shards_killed_or_cancelled_leave_no_process(tmp_path: Path) -> None:
+    """proctrack/linuxproc only follows parent links: a SIGKILLed shard process (shard 0) and
+    a scancelled array element (shard 1) must still leave nothing of their z3 queries."""
+    cluster = _slurm_env()
+    if cluster is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI: no reachable SLURM cluster")
+        pytest.skip("no reachable SLURM cluster (bash .ci/cluster.sh start)")
+    data = tmp_path / "data" / "Dataset" / "Evaluation"
+    (data / "Easy").mkdir(parents=True)
+    for name in ("a.c", "b.c"):
+        (data / "Easy" / name).write_text(HARD_C)
+    (data / "timing.json").write_text(json.dumps(
+        [{"file": n, "result": "TRUE", "time": 5} for n in ("a.c", "b.c")]))
+    marker = uuid.uuid4().hex
+    env = {**os.environ, **cluster, MARK: marker, "PYTHONPATH": str(REPO)}
+    runs = tmp_path / "runs"
+    r = subprocess.run(
+        [sys.executable, "-m", "launch", "invbench", "--dataset", f"easy:{tmp_path / 'data'}",
+         "--executor", "slurm", "--profile", "local-test", "--shards", "2", "-o", "budget_s=300",
+         "--runs-dir", str(runs), "-q"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rd = next(p for p in runs.iterdir() if (p / "manifest.json").exists())
+    subs = json.loads((rd / "jobs.json").read_text())["submissions"]
+    jobs = {s["stage"]: s["jobs"] for s in subs}
+    try:
+        for shard, how in ((0, "kill -9"), (1, "scancel")):
+            scratch = rd / "shards" / "baseline" / str(shard) / "scratch" / "baseline"
+            deadline = time.monotonic() + 300  # queue time on a shared cluster included
+            while not list(scratch.glob("*/z3-*/output.log")) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert list(scratch.glob("*/z3-*/output.log")), f"shard {shard}: no z3 query ran"
+            time.sleep(1.5)  # the portfolio's members are running now
+            before = marked(marker)
+            assert len(before) >= 4, describe(before)
+            if how == "kill -9":
+                attempt = json.loads((rd / "shards" / "baseline" / "0" / "attempt.json").read_text())
+                os.kill(int(attempt["pid"]), signal.SIGKILL)
+            else:
+                subprocess.run(["scancel", jobs["baseline"][str(shard)]], env=env, check=True,
+                               timeout=30)
+        # What is still in a job's process tree SLURM kills itself when the rest of the run
+        # is cancelled; what left the tree (re-parented to init) it cannot find: that is
+        # what would be counted here.
+        subprocess.run(["scancel", *{j.split("_")[0] for s in jobs.values() for j in s.values()}],
+                       env=env, timeout=30)
+        left = wait_none(marker, timeout=60)
+        assert left == [], describe(left)
+    finally:
+        subprocess.run(["scancel", *{j.split("_")[0] for s in jobs.values() for j in s.values()}],
+                       env=env, timeout=30)
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("kind", ["daemons", "z3"])
+def test_slurm_worker_sigkilled_in_a_job_step_leaves_no_process(workdir: Path, kind: str) -> None:
+    """The same worker as above, as a SLURM job step (``srun``, as submitit runs shards)."""
+    cluster = _slurm_env()
+    if cluster is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI: no reachable SLURM cluster")
+        pytest.skip("no reachable SLURM cluster (bash .ci/cluster.sh start)")
+    marker = uuid.uuid4().hex
+    env = {**os.environ, **cluster, MARK: marker, "PYTHONPATH": str(REPO)}
+    (workdir / "worker.py").write_text(WORKER)
+    out = workdir / "job.out"
+    cmd = shlex.join(["srun", sys.executable, str(workdir / "worker.py"), kind, str(workdir),
+                      "worker", DAEMONS])
+    sub = subprocess.run(["sbatch", "--parsable", "--partition=cpu", "--time=5", "--mem=1G",
+                          f"--output={out}", "--wrap", cmd], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert sub.returncode == 0, sub.stderr
+    job = sub.stdout.strip().split(";")[0]
+    try:
+        deadline = time.monotonic() + 300  # queue time on a shared cluster included
+        while time.monotonic() < deadline and '"before"' not in (out.read_text() if out.exists() else ""):
+            time.sleep(0.5)
+        text = out.read_text() if out.exists() else ""
+        before = [json.loads(ln) for ln in text.splitlines() if ln.startswith('{"before"')]
+        assert before and before[0]["before"] >= (4 if kind == "daemons" else 1), text
+        left = wait_none(marker, timeout=30)
+        assert left == [], describe(left)
+    finally:
+        subprocess.run(["scancel", job], env=env, timeout=30)
