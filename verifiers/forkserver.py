@@ -41,6 +41,7 @@ when the tool could not be started.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import importlib
@@ -79,6 +80,18 @@ except (OSError, AttributeError):  # not Linux: no fork server
 
 def prctl(option: int, arg: int) -> bool:
     return _LIBC is not None and _LIBC.prctl(option, arg, 0, 0, 0) == 0
+
+
+_PR_SET_NAME = 15
+IDLE_NAMES = ("vb-forkserver", "vb-spare", "vb-stub")
+"""Process names (``comm``, what ps and psutil show) of the fork server and of reapers and
+tool stubs prepared ahead of a query: helpers of a worker, not tools.  A reaper that has a
+query is named ``vb-reaper``; its tool carries the tool's own name (or ``vb-warm``)."""
+
+
+def set_name(name: str) -> None:
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
 
 
 def set_parent_death_signal(sig: int, expected_parent: int) -> None:
@@ -177,6 +190,7 @@ def _stub(sock: socket.socket, reaper: int, cg: Path | None) -> None:
     limits and the exec (or the warm module's ``main``).
     """
     try:
+        set_name("vb-stub")
         os.setsid()
         set_parent_death_signal(signal.SIGKILL, reaper)
         for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT,
@@ -206,6 +220,7 @@ def _stub(sock: socket.socket, reaper: int, cg: Path | None) -> None:
                 os.environ.clear()
                 os.environ.update(env)
             main = importlib.import_module(module).main
+            set_name("vb-warm")
             sock.close()  # "started": from here on the tool's own output tells what happened
             rc = 1
             try:
@@ -232,6 +247,7 @@ def _stub(sock: socket.socket, reaper: int, cg: Path | None) -> None:
 
 def _reaper(sock: socket.socket, server: int, base: Path | None) -> None:
     """One query: prepare a stub, wait for the request, then watch the tool, clean up, report."""
+    set_name("vb-spare")
     os.setsid()
     prctl(_PR_SET_CHILD_SUBREAPER, 1)
     signal.signal(signal.SIGTERM, _raise_terminated)
@@ -256,6 +272,7 @@ def _reaper(sock: socket.socket, server: int, base: Path | None) -> None:
                 os.close(fd)
             return
         report = fds[3]
+        set_name("vb-reaper")
         memory_by = "polling"
         if cg is not None:
             memory_by = "cgroup" if cgroup.limit(cg, req.get("memory_mb"),
@@ -315,6 +332,7 @@ class _Server:
         self.can_fork = True
 
     def run(self) -> None:
+        set_name("vb-forkserver")
         prctl(_PR_SET_CHILD_SUBREAPER, 1)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._wake = (wake_r, wake_w)
@@ -623,6 +641,14 @@ class ForkServer:
 
 _SERVER: ForkServer | None = None
 _SERVER_LOCK = threading.Lock()
+
+
+@atexit.register
+def _shutdown() -> None:
+    """Worker exit: the server sees EOF and kills its processes; wait until it has."""
+    server = _SERVER
+    if server is not None and server.pid_of_owner == os.getpid():
+        server.close()
 
 
 def enabled() -> bool:
