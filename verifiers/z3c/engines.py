@@ -131,8 +131,9 @@ def run_spacer(
     Re-checking the proof and reading invariants may run `recheck_grace_s` past the
     slice (default RECHECK_GRACE_S; the portfolio waits that long for the answer).
     `on_proof` is called as soon as Spacer has a proof, before the re-check: a forked
-    member tells the portfolio so, which then gives the re-check the rest of the
-    query's budget.  A proof whose re-check does not finish is answered "unknown".
+    member tells the portfolio so, which then extends its slice for the re-check
+    (`portfolio.RECHECK_FACTOR`).  A proof whose re-check does not finish is answered
+    "unknown" (with "ran out of time" when that is why: a later round may do better).
     """
     ast, enc = program(text, data_model)
     grace = RECHECK_GRACE_S if recheck_grace_s is None else recheck_grace_s

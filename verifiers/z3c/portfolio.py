@@ -14,10 +14,13 @@ with random seed r: restarts then also vary its heuristics.
 Decisions: TRUE from a re-checked Spacer proof or a complete unrolling; FALSE
 only from a BMC trace confirmed by a gcc replay.  A Spacer "unsafe" is a hint
 that moves the remaining time to BMC.  A forked Spacer member that has a proof
-says so at once, and its slice is then extended to the query's deadline for the
-re-check; a proof that still cannot be re-checked is no verdict: the other
-members go on, and if none decides the outcome is UNKNOWN (or TIMEOUT) with the
-reason ("Spacer found a proof that could not be re-checked (clause ...)").
+says so at once, and its slice is then extended for the re-check (by
+max(RECHECK_MIN_S, RECHECK_FACTOR x slice), within the query's budget: growing with
+the rounds, like the slices, so one hard-to-check proof cannot starve the other
+members); a proof that cannot be re-checked is no verdict: the members go on (a
+later round may find a proof that checks), and if none decides the outcome is
+UNKNOWN (or TIMEOUT) with the reason ("Spacer found a proof that could not be
+re-checked (clause ...)").
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ from verifiers.z3c import engines
 from verifiers.z3c.encode import Unsupported
 
 GRACE_S = 1.0  # beyond its slice a member gets this long to print its answer
+RECHECK_MIN_S = 2.0  # a forked member that has a proof may re-check it this long past its slice,
+RECHECK_FACTOR = 4.0  # or this many times its slice if longer (within the query's budget)
 IN_PROCESS_RECHECK_S = 5.0  # in-process members may re-check a proof this long past their slice
 
 
@@ -286,8 +291,11 @@ def verify_text(
                     got = run_member_safely(member, text, slice_s, data_model, bmc_depth, rnd,
                                             recheck_grace_s=IN_PROCESS_RECHECK_S)
                 elif fork:
+                    recheck = max(RECHECK_MIN_S, RECHECK_FACTOR * slice_s)
                     got = _run_forked(member, text, slice_s, data_model, bmc_depth, rnd,
-                                      grace_s=grace, proof_deadline=deadline - grace)
+                                      grace_s=grace,
+                                      proof_deadline=min(deadline - grace,
+                                                         time.monotonic() + slice_s + recheck))
                 else:
                     assert path is not None
                     got = _run_subprocess(member, path, slice_s, data_model, bmc_depth, rnd,
