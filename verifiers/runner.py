@@ -349,7 +349,9 @@ class LimitedProcess:
         try:
             spawned = server.spawn(
                 self.argv, stdin=stdin, stdout=out_w, stderr=err_w, env=self.env,
-                cwd=str(self.cwd) if self.cwd is not None else None, rlimits=self._rlimits(),
+                # the server's own cwd is the worker's at the server's start: always say which
+                cwd=os.path.abspath(self.cwd if self.cwd is not None else os.getcwd()),
+                rlimits=self._rlimits(),
                 warm=self.warm, memory_mb=self.limits.memory_mb,
                 max_processes=self.max_processes,
             )

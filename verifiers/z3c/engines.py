@@ -38,6 +38,7 @@ RECHECK_GRACE_S = 0.6
 
 
 _PROGRAMS: OrderedDict[tuple[str, str], tuple[c_ast.FileAST, Encoding]] = OrderedDict()
+_PARSED: dict[str, c_ast.FileAST] = {}  # ASTs kept across `fresh_context` (pure Python)
 _PROGRAMS_MAX = 64
 
 
@@ -49,16 +50,48 @@ def remember(text: str, data_model: str, ast: c_ast.FileAST, enc: Encoding) -> N
         _PROGRAMS.popitem(last=False)
 
 
+def parsed(text: str) -> c_ast.FileAST:
+    """The program's AST, parsed once per process (the C preprocessor is a subprocess)."""
+    for (t, _), (ast, _) in _PROGRAMS.items():
+        if t == text:
+            return ast
+    if text not in _PARSED:
+        if len(_PARSED) >= _PROGRAMS_MAX:
+            _PARSED.clear()
+        _PARSED[text] = cfront.parse(text)
+    return _PARSED[text]
+
+
 def program(text: str, data_model: str = "ILP32") -> tuple[c_ast.FileAST, Encoding]:
     """Parse and encode once per text (candidate checks and forked members reuse it)."""
     got = _PROGRAMS.get((text, data_model))
     if got is not None:
         _PROGRAMS.move_to_end((text, data_model))
         return got
-    ast = cfront.parse(text)
+    ast = parsed(text)
     enc = encode(ast, mode="chc", data_model=data_model)
     remember(text, data_model, ast, enc)
     return ast, enc
+
+
+def fresh_context() -> None:
+    """Give this process a new, empty Z3 context, keeping parsed programs.
+
+    For a forked portfolio member: Spacer's heuristics depend on the history of the
+    context it runs in (the ids of its terms), so a member forked from a process that
+    has used Z3 (the warm-up, the up-front encoding) solves differently from one in a
+    fresh process — measured on InvBench easy, ps3-ll_1 is proved by spacer-nla seed 1
+    in 0.4 s from a fresh context and not in 8 s after the warm-up.  A member therefore
+    re-encodes the (cached) AST in a new context: the terms, and so the search, are those
+    of a fresh process.
+    """
+    from verifiers.z3c import cexpr
+
+    for (text, _), (ast, _) in _PROGRAMS.items():
+        _PARSED[text] = ast
+    _PROGRAMS.clear()
+    cexpr._expr_encoder.cache_clear()
+    z3.z3._main_ctx = None  # the next z3 call makes a new main context
 
 
 def invariants_from(
@@ -169,7 +202,7 @@ def run_bmc(
     deeper bound covers all shallower ones.  Answers that are not a decision
     carry ``next_depth`` for the next slice.
     """
-    ast = cfront.parse(text)
+    ast = parsed(text)
     deadline = time.monotonic() + timeout_s
     depth = start_depth
     last_reason = "timeout: no error path within the bound"

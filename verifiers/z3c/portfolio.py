@@ -132,6 +132,7 @@ def _run_forked(
             os.setpgid(0, 0)
             set_parent_death_signal(signal.SIGKILL, parent)
             sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+            engines.fresh_context()  # solve as a fresh process would (see there)
             recheck = None
             if proof_deadline is not None:
                 recheck = max(0.0, proof_deadline - time.monotonic() - slice_s)
