@@ -7,7 +7,7 @@ Every query goes through the production path — `verifiers.registry.get_verifie
 → `Verifier.run` → the runner (fork server, limits, log files) — so the figures are
 what a shard pays.  Prints:
 
-- the **floor**: wall time of a trivial program (``int main(void) { return 0; }``),
+- the **floor**: wall time of a trivial program (`TRIVIAL`: one unreachable error call),
   median and p90 over `--floor` queries, beside the same program solved in this
   process (no process at all) — their difference is the per-query overhead;
 - on the split: decided rate, wrong verdicts against UAutomizer's (must be 0),
@@ -45,7 +45,9 @@ from verifiers.result import Limits  # noqa: E402
 from verifiers.z3c import api, portfolio  # noqa: E402
 
 DATA = HERE.parent / "shared" / "data" / "invbench" / "Dataset"
-TRIVIAL = "int main(void) { return 0; }\n"
+# Trivial, but with an error call to rule out, so a portfolio member really runs.
+TRIVIAL = ("extern void reach_error(void);\n"
+           "int main(void) { int x = 0; if (x != 0) reach_error(); return 0; }\n")
 _FLOOR: dict[str, float] = {}
 
 

@@ -77,13 +77,14 @@ def program(text: str, data_model: str = "ILP32") -> tuple[c_ast.FileAST, Encodi
 def fresh_context() -> None:
     """Give this process a new, empty Z3 context, keeping parsed programs.
 
-    For a forked portfolio member: Spacer's heuristics depend on the history of the
-    context it runs in (the ids of its terms), so a member forked from a process that
-    has used Z3 (the warm-up, the up-front encoding) solves differently from one in a
-    fresh process — measured on InvBench easy, ps3-ll_1 is proved by spacer-nla seed 1
-    in 0.4 s from a fresh context and not in 8 s after the warm-up.  A member therefore
-    re-encodes the (cached) AST in a new context: the terms, and so the search, are those
-    of a fresh process.
+    Called at the end of the fork server's warm-up (`verifiers.z3c.__main__.warm_up`):
+    Spacer's heuristics depend on the history of the context it runs in (the ids of its
+    terms), so members forked from a process whose context holds the warm-up's terms
+    solve differently from members in a fresh process — measured on InvBench easy,
+    ps3-ll_1 is proved by spacer-nla seed 1 in 0.4 s from a fresh context and not in 8 s
+    after the warm-up.  In a context holding only this program's encoding, each forked
+    member starts from exactly the state a fresh `--member` process had after parsing
+    and encoding, without encoding again.
     """
     from verifiers.z3c import cexpr
 

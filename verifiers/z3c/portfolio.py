@@ -132,7 +132,6 @@ def _run_forked(
             os.setpgid(0, 0)
             set_parent_death_signal(signal.SIGKILL, parent)
             sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
-            engines.fresh_context()  # solve as a fresh process would (see there)
             recheck = None
             if proof_deadline is not None:
                 recheck = max(0.0, proof_deadline - time.monotonic() - slice_s)
@@ -257,6 +256,7 @@ def verify_text(
     """
     start = time.monotonic()
     deadline = start + timeout_s
+    fork = not in_process and _can_fork()
     bad = check_supported(text, data_model, filename)
     if bad is not None:
         return bad
@@ -268,7 +268,6 @@ def verify_text(
     grace = min(GRACE_S, max(0.1, 0.2 * timeout_s))  # a slice's time to answer after its end
     crashed: set[str] = set()
     tmp = None
-    fork = not in_process and _can_fork()
     if not in_process and not fork and path is None:
         fd, tmp = tempfile.mkstemp(suffix=".c", prefix="vb-z3c-")
         with os.fdopen(fd, "w") as fh:
