@@ -87,3 +87,21 @@ def test_the_recheck_gets_the_rest_of_the_budget(invbench_easy: Path) -> None:
     if out.extras["proof"] == "spacer":  # the re-check ran past the slice that found the proof
         slice_s = out.extras["portfolio"][-1]["slice_s"]
         assert out.extras["portfolio"][-1]["wall_s"] > slice_s + portfolio.GRACE_S
+
+
+def test_warm_up_leaves_an_untouched_context_for_the_queries() -> None:
+    """Spacer's search depends on the ids of the terms before it: after the warm-up, the first
+    term a query creates must get the id it gets in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    probe = "import z3; print(z3.Int('probe').get_id())"
+    fresh = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    warm = subprocess.run([sys.executable, "-c", "import verifiers.z3c.__main__ as m; m.warm_up(); "
+                           + probe], capture_output=True, text=True, check=True).stdout.strip()
+    dirty = subprocess.run([sys.executable, "-c", "from verifiers.z3c import portfolio; "
+                            "from verifiers.z3c.__main__ import WARM_UP_PROGRAM as P; "
+                            "portfolio.check_supported(P, 'ILP32', 'p'); " + probe],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert warm == fresh and dirty != fresh, (fresh, warm, dirty)
