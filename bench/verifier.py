@@ -44,7 +44,8 @@ from verifiers.registry import get_verifier  # noqa: E402
 from verifiers.result import Limits  # noqa: E402
 from verifiers.z3c import api, portfolio  # noqa: E402
 
-DATA = HERE.parent / "shared" / "data" / "invbench" / "Dataset"
+DATA = Path(os.environ.get("VERIBATCH_SHARED_DATA") or HERE.parent / "shared" / "data") \
+    / "invbench" / "Dataset"
 # Trivial, but with an error call to rule out, so a portfolio member really runs.
 TRIVIAL = ("extern void reach_error(void);\n"
            "int main(void) { int x = 0; if (x != 0) reach_error(); return 0; }\n")
