@@ -182,7 +182,7 @@ def _task_app(name: str) -> typer.Typer:
         run_name: Annotated[str | None, typer.Option(help="Directory name for the run "
                                                      "(default: the run id).")] = None,
         workers: Annotated[int | None, typer.Option(help="Local executor: CPUs for shard "
-                                                    "processes (default: all of them).")] = None,
+                                                    "processes (default: those this process may use: its affinity mask, at most SLURM_CPUS_ON_NODE).")] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan, submit "
                                               "nothing.")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or "
