@@ -179,12 +179,22 @@ def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
               f"model {plan.config.model or '(reference arms)'}, executor {choice.executor}"
               + (f", profile {choice.profile}" if choice.profile else ""), highlight=False)
     if choice.executor == "slurm":
+        from .profiles import job_time
+
         prof = choice.profile_obj()
         for s in plan.stages:
             spec = prof.for_resource(s.resource, s.name)
+            t = job_time(spec, {"resource": s.resource, "seconds_per_instance": s.seconds_per_instance},
+                         max(sizes), plan.config.model)
             out.print(f"  {s.name}: partition {spec.partition or '(cluster default)'}"
                       + (f", gres {spec.gres}" if spec.gres else "")
-                      + (f", time {spec.time_min} min" if spec.time_min else ""), highlight=False)
+                      + f", time {t.describe()}", highlight=False)
+    else:
+        from .executors.local import available_cpus
+
+        n, why = available_cpus()
+        out.print(f"  local executor: {choice.workers or n} CPU(s) for shard processes"
+                  + ("" if choice.workers else f" ({why})"), highlight=False)
 
 
 def _describe_todo(o: LaunchOutcome, choice: ExecChoice) -> None:
@@ -297,7 +307,7 @@ def _task_app(name: str) -> typer.Typer:
         run_name: Annotated[str | None, typer.Option(help="Directory name for the run "
                                                      "(default: the run id).")] = None,
         workers: Annotated[int | None, typer.Option(help="Local executor: CPUs for shard "
-                                                    "processes (default: all of them).")] = None,
+                                                    "processes (default: those this process may use: its affinity mask, at most SLURM_CPUS_ON_NODE).")] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan, submit "
                                               "nothing.")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or "

@@ -8,6 +8,7 @@ submit to the wrong account and be noticed only in the bill.  Command-line flags
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -214,3 +215,85 @@ def apply_overrides(profile: Profile, *, partitions: list[str] = (),  # type: ig
     return replace(profile, partitions=parts,
                    account=account if account is not None else profile.account,
                    qos=qos if qos is not None else profile.qos)
+
+
+# ----------------------------------------------------------------------------- job time limits
+# Without a profile `time`, a job's limit is estimated from what it must do: start (and, for
+# a stage that runs the model, load it), then its instances at the stage's own estimate
+# per instance with 50 % slack, plus a fixed margin.  Too short a limit is expensive: three
+# time-outs fail the shard, and a generate array that spends its whole limit loading a
+# 70B model never records anything.
+JOB_MARGIN_MIN = 5
+JOB_MIN_MIN = 10
+ENGINE_STARTUP_S = 300.0
+"""An inference engine's start-up besides reading weights (CUDA graphs, Ray, compilation)."""
+LOAD_BYTES_PER_S = 250e6
+"""Weights read from a shared file system under load, cold cache: conservative on purpose."""
+UNKNOWN_MODEL_LOAD_S = 1800.0
+"""When a model's size cannot be told from its name or its files: half an hour."""
+BYTES_PER_PARAMETER = 2  # bf16/fp16 weights
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+_NO_LOAD_ENGINES = ("openai", "replay")  # a remote server, or recorded completions
+
+
+def model_bytes(model: str) -> tuple[float | None, str]:
+    """Size of a model's weights in bytes (None: unknown) and how it was found."""
+    _, sep, name = model.partition(":")
+    if not sep:
+        name = model
+    path = Path(name).expanduser()
+    if path.is_dir():
+        size = sum(f.stat().st_size for f in path.rglob("*")
+                   if f.suffix in _WEIGHT_SUFFIXES and f.is_file())
+        if size:
+            return float(size), f"{size / 1e9:.1f} GB of weight files in {path}"
+    m = re.search(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])", path.name or name)
+    if m:
+        params = float(m.group(2)) * 1e9 * (int(m.group(1)) if m.group(1) else 1)
+        return params * BYTES_PER_PARAMETER, \
+            f"{params / 1e9:g}B parameters (from the name) x {BYTES_PER_PARAMETER} bytes"
+    return None, "size unknown"
+
+
+def model_load_seconds(model: str | None) -> tuple[float, str]:
+    """Seconds to budget for starting an engine on `model`, and why."""
+    if not model:
+        return 0.0, "no model"
+    engine = model.partition(":")[0]
+    if engine in _NO_LOAD_ENGINES:
+        return 0.0, f"{engine}: nothing to load"
+    size, how = model_bytes(model)
+    if size is None:
+        return UNKNOWN_MODEL_LOAD_S, f"model {how}: {UNKNOWN_MODEL_LOAD_S / 60:g} min assumed"
+    load = ENGINE_STARTUP_S + size / LOAD_BYTES_PER_S
+    return load, (f"model load ~{load / 60:.0f} min ({how}, at {LOAD_BYTES_PER_S / 1e6:g} MB/s, "
+                  f"+ {ENGINE_STARTUP_S / 60:g} min engine start-up)")
+
+
+@dataclass(frozen=True)
+class JobTime:
+    minutes: int
+    source: str  # "profile" (the profile's `time`) or "estimate"
+    detail: str  # how it was derived, for `--dry-run` and jobs.json
+
+    def describe(self) -> str:
+        return f"{self.minutes} min ({self.detail})"
+
+
+def job_time(spec: PartitionSpec, stage: dict[str, Any], instances: int,
+             model: str | None = None) -> JobTime:
+    """The time limit of one array element of `stage` running `instances` instances.
+
+    A stage on the ``gpu`` resource of a run with a model loads that model first.
+    """
+    if spec.time_min is not None:
+        return JobTime(spec.time_min, "profile", "the profile's time")
+    work = instances * float(stage.get("seconds_per_instance", 60.0)) * 1.5
+    load, why = model_load_seconds(model) if stage.get("resource") == "gpu" else (0.0, "")
+    minutes = max(JOB_MIN_MIN, math.ceil((load + work) / 60) + JOB_MARGIN_MIN)
+    parts = [f"{instances} instance(s) x {float(stage.get('seconds_per_instance', 60.0)):g} s "
+             "x 1.5"]
+    if load:
+        parts.insert(0, why)
+    parts.append(f"+ {JOB_MARGIN_MIN} min margin, at least {JOB_MIN_MIN} min")
+    return JobTime(minutes, "estimate", "; ".join(parts))

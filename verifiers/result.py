@@ -54,6 +54,9 @@ class VerifierResult:
     log_path: str | None = None
     reason: str | None = None  # human-readable why (UNKNOWN/ERROR reasons, e.g. "arrays unsupported")
     extras: dict[str, Any] = field(default_factory=dict)  # invariants, counterexample, dafny errors...
+    # How the limits were enforced, e.g. "cgroup2+subreaper; memory by polling"
+    # (`verifiers.runner.Execution.enforcement`); None for results made without the runner.
+    limits_enforced_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -2,7 +2,9 @@
 
 Shards are pipelined: shard k of a stage starts as soon as shard k of every
 stage it needs has finished, while the running shards' `cpus_per_task` fit in
-`workers` CPUs (default: all of this machine's).
+`workers` CPUs (default: the CPUs this process may use — its affinity mask, and
+inside a SLURM allocation no more than ``SLURM_CPUS_ON_NODE`` — not every core of
+the node: on a login node or in an allocation that would oversubscribe others').
 Progress is read from the ledgers (what is recorded is what counts), so the bars
 show exactly what a resume would keep.
 
@@ -21,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,12 +115,25 @@ def _term_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+def available_cpus(env: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """CPUs this process may use, and why: the affinity mask, capped by SLURM's allocation."""
+    env = os.environ if env is None else env
+    try:
+        n, why = len(os.sched_getaffinity(0)), "affinity mask"
+    except (AttributeError, OSError):  # not Linux
+        n, why = os.cpu_count() or 1, "all CPUs"
+    slurm = env.get("SLURM_CPUS_ON_NODE", "")
+    if slurm.isdigit() and 0 < int(slurm) < n:
+        n, why = int(slurm), f"SLURM_CPUS_ON_NODE={slurm}"
+    return max(1, n), why
+
+
 class LocalExecutor(Executor):
     name = "local"
 
     def __init__(self, workers: int | None = None, progress: bool = True,
                  console: Console | None = None, poll_s: float = 0.05) -> None:
-        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.workers = max(1, workers or available_cpus()[0])
         self.progress = progress
         self.console = console or Console(stderr=True)
         self.poll_s = poll_s

@@ -27,7 +27,6 @@ Job ids go to jobs.json; submitit's own job objects are never consulted again.
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 import subprocess
@@ -36,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..jobs import add_submissions
-from ..profiles import PartitionSpec, Profile
+from ..profiles import PartitionSpec, Profile, job_time
 from ..rundir import RunDir
 from .base import Executor, SubmitResult
 
@@ -106,10 +105,9 @@ def chunks(items: list[int], size: int) -> list[list[int]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def _job_minutes(spec: PartitionSpec, count: int, seconds_per_instance: float) -> int:
-    if spec.time_min is not None:
-        return spec.time_min
-    return max(10, math.ceil(count * seconds_per_instance * 1.5 / 60) + 5)
+def _job_minutes(spec: PartitionSpec, count: int, stage: dict[str, Any], model: str | None) -> int:
+    """See `launch.profiles.job_time` (model loading for stages that run the model)."""
+    return job_time(spec, stage, count, model).minutes
 
 
 class ShardJob:
@@ -263,7 +261,7 @@ class SlurmExecutor(Executor):
                 continue
             spec = self.profile.for_resource(st["resource"], st["name"])
             per_shard = max(spans[k].count for k in shards)
-            minutes = _job_minutes(spec, per_shard, st["seconds_per_instance"])
+            minutes = _job_minutes(spec, per_shard, st, manifest["config"].get("model"))
             arrays[st["name"]] = []
             groups = dependency_groups(shards, st["needs"], arrays, waiting_on, limit)
             for part, dep in groups:

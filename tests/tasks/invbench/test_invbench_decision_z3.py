@@ -87,4 +87,6 @@ def test_best_of_n_first_decisive_wins_and_the_rest_are_killed(z3, tmp_path: Pat
     assert elapsed < 15.0, elapsed  # not awaited: the weak d_b alone takes ~20 s
     assert runs == [weak, strong]
     time.sleep(0.2)
-    assert not psutil.Process().children(recursive=True)
+    from verifiers.forkserver import IDLE_NAMES  # the worker's fork server and spares stay
+
+    assert not [p for p in psutil.Process().children(recursive=True) if p.name() not in IDLE_NAMES]
