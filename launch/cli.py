@@ -392,7 +392,7 @@ def _status_table(st: RunState) -> RichTable:
 
 
 def _in_progress(st: RunState) -> bool:
-    return any(s.state in ("running", "pending") and (s.state == "running" or s.job_state)
+    return st.aggregating or any(s.state in ("running", "pending") and (s.state == "running" or s.job_state)
                for col in st.shards.values() for s in col)
 
 
@@ -408,6 +408,7 @@ def _status_json(st: RunState) -> dict[str, Any]:
         "blocked": [{"stage": s.stage, "shard": s.shard, "reason": s.reason}
                     for col in st.shards.values() for s in col if s.blocked],
         "aggregate": st.aggregate_state,
+        "aggregate_job": st.aggregate_job,
         "code_versions": dict(st.code_versions),
         "problems": st.problems,
     }
@@ -455,7 +456,7 @@ def status(run: RunArg, runs_dir: RunsDirOpt = None,
         if st.aggregate_state == "stale":
             out.print("aggregate is stale: shards changed since the tables were built "
                       f"(launch aggregate {rd.root})", highlight=False)
-    if st.complete:
+    if st.complete and not st.aggregating:
         raise typer.Exit(EXIT_OK)
     raise typer.Exit(EXIT_INCOMPLETE if st.failed() else EXIT_IN_PROGRESS)
 

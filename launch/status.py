@@ -57,6 +57,14 @@ class RunState:
     problems: list[str] = field(default_factory=list)   # damaged jobs.json entries...
     code_versions: Counter[str] = field(default_factory=Counter)  # of complete shards
     fingerprint: str = ""
+    aggregate_job: str | None = None        # its SLURM job's live state while tables are not
+                                            # complete (PENDING, RUNNING, ...); None otherwise
+
+    @property
+    def aggregating(self) -> bool:
+        """An aggregate job is queued or running: the tables are about to be (re)written."""
+        return self.aggregate_state != "complete" and (
+            self.aggregate_job in QUEUED or self.aggregate_job == "RUNNING")
 
     @property
     def complete(self) -> bool:
@@ -159,6 +167,9 @@ def run_state(rd: RunDir, *, live: bool = True, deep: bool = False) -> RunState:
     jobs_file = load_jobs(rd)
     jobs = latest_jobs(rd, jobs_file)
     pending_jobs = [j for (st, k), j in jobs.items() if st in comp and not comp[st][k].complete]
+    agg_job = jobs.get(("aggregate", 0))
+    if agg_job:
+        pending_jobs.append(agg_job)
     states = live_states(pending_jobs) if live and pending_jobs else {}
     needs = {s["name"]: list(s["needs"]) for s in manifest["stages"]}
     out: dict[str, list[ShardState]] = {}
@@ -178,5 +189,6 @@ def run_state(rd: RunDir, *, live: bool = True, deep: bool = False) -> RunState:
     except (OSError, ValueError):
         agg = {}
     fp = shards_fingerprint(comp)
-    return RunState(rd, manifest, out, agg, aggregate_state(agg, fp), jobs_file.problems,
-                    versions, fp)
+    agg_state = aggregate_state(agg, fp)
+    return RunState(rd, manifest, out, agg, agg_state, jobs_file.problems, versions, fp,
+                    states.get(agg_job) if agg_job and agg_state != "complete" else None)

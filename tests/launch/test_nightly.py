@@ -131,8 +131,9 @@ def test_shipped_suite_two_night_sequences_on_slurm(slurm_cluster: dict[str, str
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((hist / "nights" / "2026-03-03" / "regress" / "invbench-reference.json").read_text())
     lost = {c["instance_id"] for c in report["records"] if c["stage"] == "baseline" and c["kind"] == "lost"}
-    # counter_cond (≈2.4 s) and bounded_wrong (≈1.2 s) cannot finish in 1 s
-    assert {"invbench/sample/counter_cond.c", "invbench/sample/bounded_wrong.c"} <= lost
+    # counter_cond (≈2.4 s with the warm verifier) cannot finish in 1 s; the quicker programs
+    # (bounded_wrong ≈1 s) may or may not, depending on the machine's load
+    assert "invbench/sample/counter_cond.c" in lost
     assert {"field": "options.budget_s", "base": "600.0", "current": "1.0"} in report["config_diff"]
     assert "invbench/sample/counter_cond.c" in r.stdout
     night = _night(hist, "2026-03-03")

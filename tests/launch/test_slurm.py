@@ -315,3 +315,26 @@ def test_half_failed_submission_concurrent_resumes_and_cancel_reach_every_job(sl
     c = launch("cancel", str(rd))
     assert c.returncode == 0 and "scancel 3 job(s) of 3 submission(s)" in c.stdout
     wait_until(lambda: not _active(rd), QUEUE_WAIT, "every job of every submission to end")
+
+
+@pytest.mark.slurm
+def test_status_is_not_complete_while_the_aggregate_job_waits(slurm_cluster, tmp_path):
+    """Every shard done is not "complete" while the run's aggregate job is still in the queue:
+    a script waiting on `launch status` must not read tables that are not written yet."""
+    runs = tmp_path / "runs"
+    r = launch("selftest", "--shards", "2", "--runs-dir", str(runs))
+    assert r.returncode == 0, r.stderr
+    rd = only_run_dir(runs)
+    (rd / "aggregate.json").unlink()
+    held = subprocess.run(["sbatch", "--hold", "--parsable", "-p", "cpu", "--wrap", "true"],
+                          capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    try:
+        jobs = {"submissions": [{"stage": "aggregate", "array_id": held, "jobs": {"0": held},
+                                 "submitted": "2026-11-30T00:00:00Z"}]}
+        (rd / "jobs.json").write_text(json.dumps(jobs))
+        code, st = status_json(rd)
+        assert code == 4 and st["aggregate"] == "not run" and st["aggregate_job"] == "PENDING", st
+        assert all(s["done"] == 2 for s in st["stages"].values())
+    finally:
+        subprocess.run(["scancel", held], check=False)
+    wait_until(lambda: status_json(rd)[0] == 0, QUEUE_WAIT, "status complete once the job is gone")
