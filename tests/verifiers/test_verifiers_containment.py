@@ -313,29 +313,10 @@ def test_local_executor_shard_killed_leaves_no_process(tmp_path: Path) -> None:
     assert left == [], describe(left)
 
 
-def _slurm_env() -> dict[str, str] | None:
-    env_file = Path(os.environ.get("VERIBATCH_SLURM_DIR", "/tmp/veribatch-slurm")) / "slurm.env"
-    conf = os.environ.get("SLURM_CONF")
-    if not conf and env_file.exists():
-        for line in env_file.read_text().splitlines():
-            if "SLURM_CONF=" in line:
-                conf = line.split("SLURM_CONF=", 1)[1].strip().strip("'\"")
-    if not conf or shutil.which("sinfo") is None:
-        return None
-    ok = subprocess.run(["sinfo", "-h"], env={**os.environ, "SLURM_CONF": conf},
-                        capture_output=True, timeout=10).returncode == 0
-    return {"SLURM_CONF": conf} if ok else None
-
-
 @pytest.mark.slurm
-def test_slurm_shards_killed_or_cancelled_leave_no_process(tmp_path: Path) -> None:
+def test_slurm_shards_killed_or_cancelled_leave_no_process(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
     """proctrack/linuxproc only follows parent links: a SIGKILLed shard process (shard 0) and
     a scancelled array element (shard 1) must still leave nothing of their z3 queries."""
-    cluster = _slurm_env()
-    if cluster is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI: no reachable SLURM cluster")
-        pytest.skip("no reachable SLURM cluster (bash .ci/cluster.sh start)")
     data = tmp_path / "data" / "Dataset" / "Evaluation"
     (data / "Easy").mkdir(parents=True)
     for name in ("a.c", "b.c"):
@@ -343,7 +324,7 @@ def test_slurm_shards_killed_or_cancelled_leave_no_process(tmp_path: Path) -> No
     (data / "timing.json").write_text(json.dumps(
         [{"file": n, "result": "TRUE", "time": 5} for n in ("a.c", "b.c")]))
     marker = uuid.uuid4().hex
-    env = {**os.environ, **cluster, MARK: marker, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, **slurm_cluster, MARK: marker, "PYTHONPATH": str(REPO)}
     runs = tmp_path / "runs"
     r = subprocess.run(
         [sys.executable, "-m", "launch", "invbench", "--dataset", f"easy:{tmp_path / 'data'}",
@@ -383,15 +364,11 @@ def test_slurm_shards_killed_or_cancelled_leave_no_process(tmp_path: Path) -> No
 
 @pytest.mark.slurm
 @pytest.mark.parametrize("kind", ["daemons", "z3"])
-def test_slurm_worker_sigkilled_in_a_job_step_leaves_no_process(workdir: Path, kind: str) -> None:
+def test_slurm_worker_sigkilled_in_a_job_step_leaves_no_process(slurm_cluster: dict[str, str], workdir: Path,
+                                                                kind: str) -> None:
     """The same worker as above, as a SLURM job step (``srun``, as submitit runs shards)."""
-    cluster = _slurm_env()
-    if cluster is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI: no reachable SLURM cluster")
-        pytest.skip("no reachable SLURM cluster (bash .ci/cluster.sh start)")
     marker = uuid.uuid4().hex
-    env = {**os.environ, **cluster, MARK: marker, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, **slurm_cluster, MARK: marker, "PYTHONPATH": str(REPO)}
     (workdir / "worker.py").write_text(WORKER)
     out = workdir / "job.out"
     cmd = shlex.join(["srun", sys.executable, str(workdir / "worker.py"), kind, str(workdir),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -201,24 +200,8 @@ def _launch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str
                           timeout=timeout, env={**os.environ, "COLUMNS": "200"})
 
 
-@pytest.fixture
-def slurm_env() -> None:
-    """The cluster of `.ci/cluster.sh start` (skip without one; in CI a missing one fails)."""
-    env_file = Path(os.environ.get("VERIBATCH_SLURM_DIR", "/tmp/veribatch-slurm")) / "slurm.env"
-    m = re.search(r"SLURM_CONF=(\S+)", env_file.read_text()) if env_file.is_file() else None
-    conf = os.environ.get("SLURM_CONF") or (m.group(1) if m else None)
-    ok = bool(conf and shutil.which("sinfo")) and subprocess.run(
-        ["sinfo", "-h"], env={**os.environ, "SLURM_CONF": str(conf)}, capture_output=True, timeout=10
-    ).returncode == 0
-    if not ok:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI: no reachable SLURM cluster ({env_file})")
-        pytest.skip(f"no reachable SLURM cluster ({env_file}); start one: bash .ci/cluster.sh start")
-    os.environ["SLURM_CONF"] = str(conf)
-
-
 @pytest.mark.slurm
-def test_tiny_model_and_reference_arms_on_slurm(slurm_env: None, tiny20: tuple[str, Path], tmp_path: Path) -> None:
+def test_tiny_model_and_reference_arms_on_slurm(slurm_cluster: dict[str, str], tiny20: tuple[str, Path], tmp_path: Path) -> None:
     dataset, model = tiny20
     common = ["--dataset", dataset, "-o", "budget_s=10", "--shards", "2", "--executor", "slurm",
               "--profile", "local-test"]
