@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,21 @@ def recorded_dafny(shared_data: Path):
         return path.read_text()
 
     return read
+
+
+@pytest.fixture(scope="session")
+def train_tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """`train_tiny_model(pairs, max_train_s=...)` → a fresh tiny Qwen2 folder
+    (`inference.tiny_model`) whose greedy answer to each trained prompt is its answer.  An
+    under-trained model fails the test that asked for it, showing the training record, so
+    a slow machine is never mistaken for a broken pipeline."""
+
+    def train(pairs: Sequence[tuple[str, str]], *, max_train_s: float) -> Path:
+        from inference.tiny_model import MANIFEST, build_tiny_qwen2
+
+        path = build_tiny_qwen2(tmp_path_factory.mktemp("tiny-model"), pairs, max_train_s=max_train_s)
+        info = json.loads((path / MANIFEST).read_text())
+        assert info["all_pairs_learned"], f"tiny model under-trained: {info}"
+        return path
+
+    return train

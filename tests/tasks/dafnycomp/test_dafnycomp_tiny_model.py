@@ -33,18 +33,14 @@ def _without_comments(program: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def tiny_dafny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from inference.tiny_model import MANIFEST, build_tiny_qwen2
-
+def tiny_dafny_model(train_tiny_model) -> Path:
     honest = (SAMPLE / f"{HONEST}.dfy").read_text()
     cheat = (SAMPLE / f"{CHEAT}.dfy").read_text()
     pairs = [(user_prompt(strip(honest)), f"```dafny\n{_without_comments(honest)}```"),
              (user_prompt(strip(cheat)), CHEAT_ANSWER)]
     # ~80 steps (about a minute of CPU); the cap only matters on a loaded machine, training
     # stops as soon as both answers come out exactly
-    model = build_tiny_qwen2(tmp_path_factory.mktemp("tiny-dafnycomp"), pairs, max_train_s=400.0)
-    assert json.loads((model / MANIFEST).read_text())["all_pairs_learned"]
-    return model
+    return train_tiny_model(pairs, max_train_s=400.0)
 
 
 @pytest.fixture

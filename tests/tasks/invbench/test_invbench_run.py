@@ -119,18 +119,14 @@ CANDIDATE_STATUSES = {"verified", "killed", "unparsable", "engine_error", "dupli
 
 
 @pytest.fixture(scope="module")
-def tiny20(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+def tiny20(shared_data: Path, tmp_path_factory: pytest.TempPathFactory, train_tiny_model) -> tuple[str, Path]:
     """(dataset path of the 20 easy programs, tiny Qwen2 model folder that answers ANSWER)."""
-    from inference.tiny_model import MANIFEST, build_tiny_qwen2
-
     tmp = tmp_path_factory.mktemp("tiny20")
     root = _easy20(shared_data, tmp)
     easy = root / "Dataset" / "Evaluation" / "Easy"
     pairs = [(user_prompt(mark((easy / f).read_text(), filename=f).text), ANSWER) for f in TRAINED]
     # ~40 steps; the generous cap only matters on a loaded machine (training stops once learned)
-    model = build_tiny_qwen2(tmp / "tiny-model", pairs, max_train_s=150.0)
-    assert json.loads((model / MANIFEST).read_text())["all_pairs_learned"]
-    return str(easy), model
+    return str(easy), train_tiny_model(pairs, max_train_s=150.0)
 
 
 def test_tiny_model_on_20_easy_programs(tiny20: tuple[str, Path], tmp_path: Path) -> None:

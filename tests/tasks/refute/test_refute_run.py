@@ -112,15 +112,10 @@ def test_reference_rows_on_the_slurm_cluster(slurm_cluster: dict[str, str], tmp_
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from inference.tiny_model import MANIFEST, build_tiny_qwen2
-
+def tiny_model(train_tiny_model) -> Path:
     # six ~1.3k-character prompts: seconds of training on an idle 2-core machine; the cap only
     # matters on a loaded one (training stops as soon as every answer is learned)
-    path = build_tiny_qwen2(tmp_path_factory.mktemp("tiny") / "model", tiny.pairs(), max_train_s=400.0)
-    info = json.loads((path / MANIFEST).read_text())
-    assert info["all_pairs_learned"], f"tiny model under-trained: {info}"
-    return path
+    return train_tiny_model(tiny.pairs(), max_train_s=400.0)
 
 
 def _model_run(tmp_path: Path, model: str, strategy: str, dataset: str | None = None,
