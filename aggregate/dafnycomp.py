@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from aggregate.records import column, planned_instances
 from aggregate.stats import pass_at_k
 from aggregate.table import Metric, Plot, Table
 
@@ -37,19 +38,14 @@ TABLE2_ORDER = ("specification_fragility", "implementation_proof_misalignment", 
 
 def _expected(run_dir: Path, manifest: dict[str, Any]) -> dict[int | None, int]:
     """Instances of the run per number of chained functions (instances.jsonl meta)."""
-    path = run_dir / str(manifest.get("instances_file", "instances.jsonl"))
-    if not path.is_file():
+    planned = planned_instances(run_dir, manifest)
+    if planned is None:
         return {None: int(manifest.get("instance_count", 0))}
     out: dict[int | None, int] = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            k = (json.loads(line).get("meta") or {}).get("chain_length")
-            out[k] = out.get(k, 0) + 1
+    for row in planned:
+        k = (row.get("meta") or {}).get("chain_length")
+        out[k] = out.get(k, 0) + 1
     return out
-
-
-def _col(df: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
-    return df[name] if name in df else pd.Series([default] * len(df), index=df.index)
 
 
 # ---------------------------------------------------------------- strip
@@ -63,12 +59,12 @@ def strip_table(strip: pd.DataFrame, expected: int) -> Table:
                "missing": expected - g["instance_id"].nunique(),
                "strip_errors": int((g["status"] == "strip_error").sum()),
                "mismatches": int((g["status"] == "strip_mismatch").sum()),
-               "stable": int(_col(g, "stable", False).fillna(False).astype(bool).sum()),
-               "bodies_preserved": int(_col(g, "bodies_preserved", False).fillna(False).astype(bool).sum()),
+               "stable": int(column(g, "stable", False).fillna(False).astype(bool).sum()),
+               "bodies_preserved": int(column(g, "bodies_preserved", False).fillna(False).astype(bool).sum()),
                "declarations": int(ok["declarations"].sum()),
                "clauses_removed": int(ok["clauses_removed"].sum())}
         for k in ("requires", "ensures", "reads", "modifies", "decreases"):
-            row[k] = int(_col(ok, f"removed_{k}", 0).fillna(0).sum())
+            row[k] = int(column(ok, f"removed_{k}", 0).fillna(0).sum())
         rows.append(row)
     counts = ("covered", "strip_errors", "mismatches", "stable", "bodies_preserved", "declarations",
               "clauses_removed", "requires", "ensures", "reads", "modifies", "decreases")
@@ -85,20 +81,20 @@ def strip_table(strip: pd.DataFrame, expected: int) -> Table:
 
 
 def answers_table(check: pd.DataFrame, expected: int) -> Table:
-    cands = check[_col(check, "sample_index", -1).fillna(-1).astype(int) >= 0] if len(check) else check
+    cands = check[column(check, "sample_index", -1).fillna(-1).astype(int) >= 0] if len(check) else check
     rows = []
     for (model, arm), g in (cands.groupby(["model", "arm"], dropna=False) if len(cands) else []):
         row: dict[str, Any] = {"model": model, "arm": arm, "covered": g["instance_id"].nunique(),
                                "missing": expected - g["instance_id"].nunique(), "candidates": len(g)}
-        status = _col(g, "check_status", "")
+        status = column(g, "check_status", "")
         row["engine_errors"] = int((status == "engine_error").sum())
-        for outcome, n in _col(g, "extraction").dropna().value_counts().items():
+        for outcome, n in column(g, "extraction").dropna().value_counts().items():
             row[f"extraction={outcome}"] = int(n)
-        integ = _col(g, "integrity")
+        integ = column(g, "integrity")
         for s in ("ok", "cheat", "unchecked"):
             row[f"integrity={s}"] = int((integ == s).sum())
         kinds: dict[str, int] = {}
-        for raw in _col(g, "integrity_kinds").dropna():
+        for raw in column(g, "integrity_kinds").dropna():
             for k in json.loads(raw):
                 kinds[k] = kinds.get(k, 0) + 1
         for k, n in sorted(kinds.items()):
@@ -124,9 +120,9 @@ def answers_table(check: pd.DataFrame, expected: int) -> Table:
 def _candidates(verify: pd.DataFrame) -> pd.DataFrame:
     if verify.empty:
         return verify
-    v = verify[_col(verify, "sample_index", -1).fillna(-1).astype(int) >= 0].copy()
+    v = verify[column(verify, "sample_index", -1).fillna(-1).astype(int) >= 0].copy()
     for c in ("verified", "syntax_correct", "dafny_verified"):
-        v[c] = _col(v, c, False).fillna(False).astype(bool)
+        v[c] = column(v, c, False).fillna(False).astype(bool)
     return v
 
 
@@ -151,8 +147,8 @@ def pass_rows(v: pd.DataFrame, group: list[str]) -> tuple[list[dict[str, Any]], 
                     inst_vals[iid][f"{name}_at_{k}"] = val
         dafny1 = {iid: 100.0 * pass_at_k(int(r.n), int(r.c_dafny), 1) for iid, r in per.iterrows()}
         row["dafny_verified_at_1"] = round(sum(dafny1.values()) / len(dafny1), 2)
-        row["cheats"] = int((_col(g, "outcome") == "cheat").sum())
-        row["no_program"] = int((_col(g, "outcome") == "no_program").sum())
+        row["cheats"] = int((column(g, "outcome") == "cheat").sum())
+        row["no_program"] = int((column(g, "outcome") == "no_program").sum())
         rows.append(row)
         for iid, vals in inst_vals.items():
             samples.append({**dict(zip(group, key, strict=True)), "instance_id": iid, **vals,
@@ -177,7 +173,7 @@ def table1(verify: pd.DataFrame, by_chain: dict[int | None, int]) -> list[Table]
     v = _candidates(verify)
     if v.empty:
         return []
-    reference_only = bool((_col(v, "model") == REFERENCE_MODEL).all())
+    reference_only = bool((column(v, "model") == REFERENCE_MODEL).all())
     caption = ("Pass@k (%): the unbiased estimator 1 - C(n-c, k)/C(n, k) per instance, averaged "
                "over instances (Chen et al.), from the n samples each instance has (k > n not "
                "shown). syntax: `dafny resolve` succeeds; verified: `dafny verify` with no errors, "
@@ -192,7 +188,7 @@ def table1(verify: pd.DataFrame, by_chain: dict[int | None, int]) -> list[Table]
     t1 = Table(key="table1_dafnycomp", title="Table 1: syntax-correct and verified rates (Pass@k, %)",
                frame=frame, caption=caption, index=("model", "arm"),
                metrics=_pass_metrics(frame, reference_only), samples=pd.DataFrame(samples))
-    v = v.assign(chain_length=pd.to_numeric(_col(v, "chain_length"), errors="coerce"))
+    v = v.assign(chain_length=pd.to_numeric(column(v, "chain_length"), errors="coerce"))
     rows, samples = pass_rows(v, ["model", "arm", "chain_length"])
     for r in rows:
         k = None if pd.isna(r["chain_length"]) else int(r["chain_length"])
@@ -245,7 +241,7 @@ def table2(verify: pd.DataFrame, expected: int) -> list[Table]:
     for (model, arm), g in (v.groupby(["model", "arm"], dropna=False)):
         f = failed[(failed["model"] == model) & (failed["arm"] == arm)] if len(failed) else failed
         errors: dict[str, int] = {}
-        for raw in _col(f, "dafny_failure_modes").dropna():
+        for raw in column(f, "dafny_failure_modes").dropna():
             for mode in json.loads(raw):
                 errors[mode] = errors.get(mode, 0) + 1
         counts = f["category"].value_counts() if len(f) else pd.Series(dtype=int)

@@ -23,12 +23,12 @@ docs/invbench.md.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from aggregate.records import column, planned_instances
 from aggregate.table import Metric, Plot, Table
 
 BUDGETS_S = (10.0, 100.0, 300.0, 600.0)  # the paper's Table 4/5 budgets
@@ -55,32 +55,20 @@ def _sampled(manifest: dict[str, Any]) -> bool:
     return bool((manifest.get("config") or {}).get("model"))
 
 
-def _expected_ids(run_dir: Path, manifest: dict[str, Any]) -> list[str] | None:
-    path = run_dir / str(manifest.get("instances_file", "instances.jsonl"))
-    if not path.is_file():
-        return None
-    ids = []
-    for line in path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            ids.append(row["id"] if isinstance(row, dict) else str(row))
-    return ids
-
-
 def _split_of(instance_id: str) -> str:
     parts = instance_id.split("/")
     return parts[1] if len(parts) >= 3 else "unknown"
 
 
 def _expected_by_split(run_dir: Path, manifest: dict[str, Any], seen: pd.Series) -> dict[str, int]:
-    ids = _expected_ids(run_dir, manifest)
-    if ids is None:  # fall back to the count in the manifest, all in the splits seen
+    planned = planned_instances(run_dir, manifest)
+    if planned is None:  # fall back to the count in the manifest, all in the splits seen
         splits = sorted({_split_of(i) for i in seen}) or ["unknown"]
         total = int(manifest.get("instance_count", len(seen)))
         return {s: total if len(splits) == 1 else int((seen.map(_split_of) == s).sum()) for s in splits}
     out: dict[str, int] = {}
-    for i in ids:
-        out[_split_of(i)] = out.get(_split_of(i), 0) + 1
+    for row in planned:
+        out[_split_of(row["id"])] = out.get(_split_of(row["id"]), 0) + 1
     return out
 
 
@@ -92,18 +80,14 @@ def _instance_rows(verify: pd.DataFrame) -> pd.DataFrame:
     return rows.drop_duplicates("instance_id", keep="last")
 
 
-def _col(df: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
-    return df[name] if name in df else pd.Series([default] * len(df), index=df.index)
-
-
 def speedup_row(rows: pd.DataFrame) -> dict[str, Any]:
     """The Table 2 columns for one group of instance records."""
     n = len(rows)
-    speedup = pd.to_numeric(_col(rows, "speedup"), errors="coerce")
-    correct = _col(rows, "correct_invariant", False).fillna(False).astype(bool)
+    speedup = pd.to_numeric(column(rows, "speedup"), errors="coerce")
+    correct = column(rows, "correct_invariant", False).fillna(False).astype(bool)
     gt1 = speedup[speedup > 1.0]
-    decided = _col(rows, "decision").isin(["TRUE", "FALSE"])
-    status = _col(rows, "status", "")
+    decided = column(rows, "decision").isin(["TRUE", "FALSE"])
+    status = column(rows, "status", "")
     return {
         "covered": n,
         "decided": int(decided.sum()),
@@ -112,10 +96,10 @@ def speedup_row(rows: pd.DataFrame) -> dict[str, Any]:
         "speedup_gt1": round(float(gt1.mean()), 2) if len(gt1) else None,
         "speedup_all": round(float(speedup.where(speedup > 1.0, 1.0).fillna(1.0).mean()), 2) if n else None,
         "no_valid_candidate": int((status == "no_valid_candidate").sum()),
-        "baseline_unsolved": int((~_col(rows, "baseline_solved", True).fillna(False).astype(bool)).sum()),
+        "baseline_unsolved": int((~column(rows, "baseline_solved", True).fillna(False).astype(bool)).sum()),
         # instances whose decision timeout fell back to the budget (unsolved baseline,
         # or no recorded reference time)
-        "timeout_fallback": int((_col(rows, "timeout_source", "") == "budget-fallback").sum()),
+        "timeout_fallback": int((column(rows, "timeout_source", "") == "budget-fallback").sum()),
     }
 
 
@@ -123,8 +107,8 @@ def _speedup_samples(rows: pd.DataFrame, key: dict[str, Any]) -> pd.DataFrame:
     """Per-instance values behind `speedup_row`'s metrics, so `launch regress` can test a
     change of a mean (bootstrap over instances) or a rate (McNemar on paired instances)
     instead of comparing two numbers."""
-    speedup = pd.to_numeric(_col(rows, "speedup"), errors="coerce")
-    correct = _col(rows, "correct_invariant", False).fillna(False).astype(bool)
+    speedup = pd.to_numeric(column(rows, "speedup"), errors="coerce")
+    correct = column(rows, "correct_invariant", False).fillna(False).astype(bool)
     frame = pd.DataFrame({
         "instance_id": rows["instance_id"].astype(str).to_numpy(),
         "pct_correct_invariant": correct.map(lambda c: 100.0 if c else 0.0).to_numpy(),
@@ -214,7 +198,7 @@ def _solved_table(run_dir: Path, manifest: dict[str, Any], baseline: pd.DataFram
                 r = {"split": split, "solver": f"{model} ({arm})" if arm == "model" else f"{config.get('verifier')} + {arm}",
                      "covered": len(g), "missing": expected[split] - len(g)}
                 decided = g["decision"].isin(["TRUE", "FALSE"])
-                total = pd.to_numeric(_col(g, "total_time_s"), errors="coerce")
+                total = pd.to_numeric(column(g, "total_time_s"), errors="coerce")
                 for t in budgets:
                     r[f"solved_{t:g}s"] = int((decided & (total <= t)).sum())
                 out.append(r)
@@ -263,8 +247,8 @@ def verifier_rows(label: str, manifest: dict[str, Any], baseline: pd.DataFrame, 
 
     if reference and len(b) and "reference_time_s" in b:
         ref_t = pd.to_numeric(b["reference_time_s"], errors="coerce")
-        ref_ok = _col(b, "expected_verdict").isin(["TRUE", "FALSE"]) & ref_t.notna()
-        tool = next((str(x) for x in _col(b, "reference_tool").dropna()), "UAutomizer (InvBench timing.json)")
+        ref_ok = column(b, "expected_verdict").isin(["TRUE", "FALSE"]) & ref_t.notna()
+        tool = next((str(x) for x in column(b, "reference_tool").dropna()), "UAutomizer (InvBench timing.json)")
         rows_out.append(row(f"{tool} — dataset's recorded times", "reference", int(ref_ok.sum()),
                             lambda t: (ref_ok & (ref_t <= t)).sum(), None))
     if len(b):
@@ -277,7 +261,7 @@ def verifier_rows(label: str, manifest: dict[str, Any], baseline: pd.DataFrame, 
     if len(part):
         for (arm, model), g in part.groupby(["arm", "model"], dropna=False):
             decided = g["decision"].isin(["TRUE", "FALSE"])
-            total = pd.to_numeric(_col(g, "total_time_s"), errors="coerce")
+            total = pd.to_numeric(column(g, "total_time_s"), errors="coerce")
             solver = f"{model} + {config.get('verifier')}" if arm == "model" else f"{config.get('verifier')} + {arm}"
             rows_out.append(row(solver, str(arm), len(g), lambda t, d=decided, tt=total: (d & (tt <= t)).sum(), None))
     return rows_out
@@ -341,7 +325,7 @@ def _distribution_tables(run_dir: Path, manifest: dict[str, Any], baseline: pd.D
     tables = []
     for split in sorted(set(rows["split"])) if len(rows) else []:
         part = rows[rows["split"] == split]
-        speed = pd.to_numeric(_col(part, "speedup"), errors="coerce")
+        speed = pd.to_numeric(column(part, "speedup"), errors="coerce")
         out: list[dict[str, Any]] = []
         for lo, hi in zip(SPEEDUP_BINS, SPEEDUP_BINS[1:], strict=False):
             out.append({"speedup_from": lo, "speedup_to": hi, "instances": int(((speed >= lo) & (speed < hi)).sum())})
@@ -358,8 +342,8 @@ def _distribution_tables(run_dir: Path, manifest: dict[str, Any], baseline: pd.D
                                         x_label="speedup = baseline time / (generation + decision time)",
                                         y_label="instances"),)))
         base = baseline[baseline["instance_id"].map(_split_of) == split] if len(baseline) else baseline
-        total = pd.to_numeric(_col(part, "total_time_s"), errors="coerce")
-        decided = _col(part, "decision").isin(["TRUE", "FALSE"])
+        total = pd.to_numeric(column(part, "total_time_s"), errors="coerce")
+        decided = column(part, "decision").isin(["TRUE", "FALSE"])
         curve = []
         for t in [b for b in BUDGET_GRID_S if b <= budget]:
             r = {"split": split, "budget_s": t, "covered": len(part),

@@ -60,6 +60,23 @@ def instance_ids(run_dir: Path, manifest: dict[str, Any] | None = None) -> list[
         return [json.loads(line)["id"] for line in f]
 
 
+def planned_instances(run_dir: Path, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The rows of the run's instance list (id, split, meta...), or None where the run
+    directory has none: task tables count what was planned — per split, per attribute —
+    so that an instance without records shows as missing, never as absent."""
+    path = Path(run_dir) / str(manifest.get("instances_file", "instances.jsonl"))
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def column(df: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
+    """A column of merged records, or `default` on every row where no record has it (shards
+    whose stage never wrote it, or every record of that kind refused before it)."""
+    return df[name] if name in df else pd.Series([default] * len(df), index=df.index)
+
+
 Completion = dict[str, list[ShardCompletion]]
 
 

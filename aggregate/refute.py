@@ -21,12 +21,12 @@ columns are documented in docs/refute.md.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from aggregate.records import planned_instances
 from aggregate.stats import mean_pass_at_k, wilson_interval
 from aggregate.table import Metric, Plot, Table
 
@@ -38,13 +38,6 @@ FAILURE_MODES = ("success", "wrong_brute_force", "invalid_input", "nothing_found
                  "generator_error", "brute_error", "no_program", "other")
 INDEX = ("model", "arm")
 SEARCH_ARMS = ("randsearch", "randsearch-oracle", "blind-random", "trivial-randsearch-oracle")
-
-
-def _expected_ids(run_dir: Path, manifest: dict[str, Any]) -> list[str]:
-    path = run_dir / str(manifest.get("instances_file", "instances.jsonl"))
-    if not path.is_file():
-        return []
-    return [json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()]
 
 
 def attempts(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -273,7 +266,7 @@ def filter_table(att: pd.DataFrame, expected_ids: list[str]) -> Table:
 
 
 def build_tables(run_dir: Path, manifest: dict[str, Any], frames: dict[str, pd.DataFrame]) -> list[Table]:
-    ids = _expected_ids(run_dir, manifest)
+    ids = [row["id"] for row in planned_instances(run_dir, manifest) or ()]
     expected = len(ids) or int(manifest.get("instance_count", 0))
     att = attempts(frames)
     config = manifest.get("config") or {}

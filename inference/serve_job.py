@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 ENDPOINT = "endpoint.json"
 HEARTBEAT = "heartbeat.json"
@@ -198,22 +199,12 @@ def client_states(serve_dir: Path) -> tuple[int, int]:
             continue
         try:
             info = json.loads(f.read_text())
-            if info.get("host") == socket.gethostname() and not _pid_alive(int(info["pid"])):
+            if info.get("host") == socket.gethostname() and not psutil.pid_exists(int(info["pid"])):
                 continue
         except (OSError, ValueError, KeyError, TypeError):
             pass
         active += 1
     return seen, active
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class ServeJob:

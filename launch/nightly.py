@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +36,7 @@ from .api import ExecChoice, launch_run, plan_run
 from .executors.slurm import SubmitError
 from .finalize import aggregate_run
 from .jobs import latest_jobs, live_states
+from .lookup import find_yaml, search_dirs
 from .rundir import RunDir, atomic_write_json, read_json
 from .status import ACTIVE, run_state
 
@@ -94,22 +94,11 @@ class Suite:
     description: str = ""
 
 
-def suite_dirs() -> list[Path]:
-    dirs = [Path(os.environ[SUITES_ENV])] if os.environ.get(SUITES_ENV) else []
-    return [*dirs, Path.cwd() / "nightly", Path(__file__).resolve().parents[1] / "nightly"]
-
-
 def find_suite(name: str) -> Path:
-    p = Path(name)
-    if p.suffix in {".yaml", ".yml"} and p.is_file():
-        return p
-    looked = []
-    for d in suite_dirs():
-        for cand in (d / f"{name}.yaml", d / f"{name}.yml"):
-            looked.append(str(cand))
-            if cand.is_file():
-                return cand
-    raise SuiteError(f"unknown suite {name!r}; looked in: {', '.join(dict.fromkeys(looked))}")
+    path, looked = find_yaml(name, search_dirs(SUITES_ENV, "nightly"))
+    if path is None:
+        raise SuiteError(f"unknown suite {name!r}; looked in: {', '.join(looked)}")
+    return path
 
 
 def _keys(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:

@@ -9,13 +9,14 @@ submit to the wrong account and be noticed only in the bill.  Command-line flags
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .lookup import find_yaml, search_dirs
 
 PROFILES_ENV = "VERIBATCH_PROFILES_DIR"
 TOP_KEYS = {"description", "partitions", "account", "qos", "array_parallelism", "image_dir",
@@ -129,26 +130,11 @@ def _typed(obj: dict[str, Any], key: str, kind: str, where: str) -> Any:
     return v
 
 
-def profile_dirs() -> list[Path]:
-    dirs = []
-    if os.environ.get(PROFILES_ENV):
-        dirs.append(Path(os.environ[PROFILES_ENV]))
-    dirs.append(Path.cwd() / "slurm_profiles")
-    dirs.append(Path(__file__).resolve().parents[1] / "slurm_profiles")
-    return dirs
-
-
 def find_profile(name: str) -> Path:
-    p = Path(name)
-    if p.suffix in {".yaml", ".yml"} and p.is_file():
-        return p
-    looked = []
-    for d in profile_dirs():
-        for cand in (d / f"{name}.yaml", d / f"{name}.yml"):
-            looked.append(str(cand))
-            if cand.is_file():
-                return cand
-    raise ProfileError(f"unknown profile {name!r}; looked in: {', '.join(dict.fromkeys(looked))}")
+    path, looked = find_yaml(name, search_dirs(PROFILES_ENV, "slurm_profiles"))
+    if path is None:
+        raise ProfileError(f"unknown profile {name!r}; looked in: {', '.join(looked)}")
+    return path
 
 
 def load_profile(name: str | None) -> Profile:

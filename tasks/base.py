@@ -58,6 +58,12 @@ class Instance:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
+def instance_dirname(instance_id: str) -> str:
+    """An instance id as one path component (ids hold ``/``), for its folder under a shard's
+    scratch directory."""
+    return instance_id.replace("/", "__")
+
+
 @dataclass(frozen=True)
 class InstanceResult:
     """What one stage produced for one instance: zero or more records (e.g. one per candidate)."""

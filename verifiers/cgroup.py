@@ -28,6 +28,8 @@ import os
 import time
 from pathlib import Path
 
+import psutil
+
 ENV = "VERIBATCH_CGROUP"
 PREFIX = "veribatch-"
 
@@ -57,16 +59,6 @@ def own_cgroup() -> Path | None:
     except OSError:
         return None
     return None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def kill(cg: Path, timeout_s: float = 5.0) -> bool:
@@ -141,7 +133,7 @@ def make_base() -> Path | None:
             name = stale.name
             owner = name[len(PREFIX):]
             if stale.is_dir() and name.startswith(PREFIX) and owner.isdigit() \
-                    and not _pid_alive(int(owner)):
+                    and not psutil.pid_exists(int(owner)):
                 remove(stale)
     return base
 

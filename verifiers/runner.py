@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import math
 import os
 import resource
@@ -66,13 +65,6 @@ _POLL_MAX_S = 0.05
 _REAP_TIMEOUT_S = 10.0
 
 _PR_SET_PDEATHSIG = 1
-try:
-    # The C library this interpreter is linked with (CDLL(None)): no `find_library`, which
-    # runs ldconfig/gcc and costs tens of milliseconds in every fresh process.
-    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
-    _LIBC.prctl  # noqa: B018 - fail here, not in a child, where prctl is missing
-except (OSError, AttributeError):  # not Linux: no parent-death signal, atexit still applies
-    _LIBC = None
 _LIVE: weakref.WeakSet[LimitedProcess] = weakref.WeakSet()
 
 
@@ -202,8 +194,8 @@ def _preexec(limits: list[tuple[int, int, int]]) -> Callable[[], None]:
     """Limits set in the child between fork and exec (only plain setrlimit calls)."""
 
     def apply() -> None:
-        if _LIBC is not None:
-            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # not Linux (no libc prctl): no parent-death signal, atexit still applies
+        forkserver.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         for which, soft, hard in limits:
             _setrlimit(which, soft, hard)
 

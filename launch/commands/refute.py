@@ -68,25 +68,14 @@ def compare_cmd(
                                                  "(default: first run's tables/)")] = None,
 ) -> None:
     """Success per model x strategy and the overlap of solved problems, across runs."""
-    from aggregate.records import load_run
     from aggregate.refute import compare_runs
-    from aggregate.render import to_markdown, write_table
-    from launch.rundir import resolve_run
+    from launch.commands._runs import load_runs, show_tables
 
     if len(runs) < 2:
         raise typer.BadParameter("compare needs at least two runs")
-    loaded = []
-    first: Path | None = None
-    for r in runs:
-        rd = resolve_run(r)
-        first = first or rd.root
-        manifest, stages = load_run(rd.root)
-        loaded.append((r, manifest, {k: v.frame for k, v in stages.items()}))
-    assert first is not None
-    for table in compare_runs(loaded):
-        paths = write_table(table, out_dir or first / "tables", ("md", "csv"))
-        typer.echo(to_markdown(table))
-        typer.echo("→ " + ", ".join(str(p) for p in paths))
+    loaded = load_runs(runs)
+    show_tables(compare_runs([(name, manifest, frames) for name, _, manifest, frames in loaded]),
+                out_dir or loaded[0][1] / "tables")
 
 
 def pin_cmd(

@@ -11,12 +11,12 @@ cached) → `failure_modes` (Table 2) → `stages` (records).  Tables are built 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tasks.base import Instance, RunConfig, Stage, Task, register
 from tasks.dafnycomp import data
+from tasks.sampling import resolve_samples
 
 
 def _resolve(dataset: str) -> tuple[str, Path | None]:
@@ -61,7 +61,9 @@ class DafnyCompTask(Task):
     def default_sampling(self, config_model: str | None) -> dict[str, Any]:
         if config_model is None:
             return {}
-        return {"max_tokens": 8192, "seed": 0}
+        from tasks.dafnycomp.stages import MAX_TOKENS
+
+        return {"max_tokens": MAX_TOKENS, "seed": 0}
 
     def resolve_config(self, config: RunConfig) -> RunConfig:
         """The verifier is Dafny (its version, or why it cannot run, goes into the config, so
@@ -69,18 +71,9 @@ class DafnyCompTask(Task):
         one knob; temperature 0 for one sample, 0.7 for several (recorded explicitly)."""
         from tasks.dafnycomp.checker import resolve_verify_option
 
-        n_cli = config.sampling.get("n")
-        if n_cli is not None:
-            n_opt = int(config.options.get("n_samples", 1))
-            if n_opt not in (1, int(n_cli)):
-                raise ValueError(f"--n {n_cli} contradicts -o n_samples={n_opt}")
-            config = replace(config, sampling={k: v for k, v in config.sampling.items() if k != "n"},
-                             options={**config.options, "n_samples": int(n_cli)})
+        config = resolve_samples(config)
         if config.model is None and int(config.options.get("n_samples", 1)) != 1:
             raise ValueError("n_samples applies to a model; the reference arms have one candidate each")
-        if config.model is not None and "temperature" not in config.sampling:
-            n = int(config.options.get("n_samples", 1))
-            config = replace(config, sampling={**config.sampling, "temperature": 0.0 if n == 1 else 0.7})
         return resolve_verify_option(config)
 
     def versions(self, config: RunConfig) -> dict[str, str]:

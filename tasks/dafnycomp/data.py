@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 from tasks.base import DatasetError, Instance, UnknownNameError
-from tasks.invbench.data import hash_files
+from tasks.pinned import hash_files
 
 TASK = "dafnycomp"
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"

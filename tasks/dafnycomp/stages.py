@@ -28,11 +28,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tasks.base import Instance, InstanceResult, Record, RunConfig, Stage, StageContext
+from tasks.base import (
+    Instance,
+    InstanceResult,
+    Record,
+    RunConfig,
+    Stage,
+    StageContext,
+    instance_dirname,
+)
 from tasks.dafnycomp.answer import extract_program
 from tasks.dafnycomp.integrity import check as integrity_check
 from tasks.dafnycomp.strip import strip, strip_specs
 from tasks.dafnycomp.syntax import DafnySyntaxError, declarations
+from tasks.sampling import sampling_for
 
 ARM_MODEL = "model"
 ARM_ORIGINAL = "original"
@@ -43,10 +52,6 @@ MAX_DETAIL = 4000
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _safe(instance_id: str) -> str:
-    return instance_id.replace("/", "__")
 
 
 def _index(rec: Record) -> int:
@@ -98,15 +103,7 @@ def run_strip(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
 
 # ---------------------------------------------------------------- generate
 
-
-def sampling_for(config: RunConfig) -> Any:
-    from inference.types import Sampling
-
-    s = dict(config.sampling)
-    n = int(config.options.get("n_samples", 1))
-    return Sampling(n=n, temperature=float(s.get("temperature", 0.0 if n == 1 else 0.7)),
-                    top_p=float(s.get("top_p", 1.0)), max_tokens=int(s.get("max_tokens", 8192)),
-                    seed=int(s.get("seed", 0)), stop=tuple(s.get("stop", ())))
+MAX_TOKENS = 8192  # a model run's default answer budget (`DafnyCompTask.default_sampling`)
 
 
 def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
@@ -116,7 +113,7 @@ def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
     config = ctx.config
     assert config.model is not None
     strips = ctx.upstream("strip")
-    sampling = sampling_for(config)
+    sampling = sampling_for(config, MAX_TOKENS)
     ready, requests = [], []
     for inst in instances:
         rec = (strips.get(inst.id) or [None])[0]
@@ -238,7 +235,7 @@ def verify_candidate(inst: Instance, crec: Record, ctx: StageContext, verifier: 
     if crec.get("check_status") != "ready":
         return {**rec, "outcome": "no_program", "syntax_ok": False, "dafny_verified": False,
                 "syntax_correct": False, "verified": False}
-    work = ctx.scratch_dir() / "verify" / _safe(inst.id) / f"{crec['arm']}-{crec['sample_index']}"
+    work = ctx.scratch_dir() / "verify" / instance_dirname(inst.id) / f"{crec['arm']}-{crec['sample_index']}"
     work.mkdir(parents=True, exist_ok=True)
     path = work / "program.dfy"  # one name for every candidate: the cache keys on content
     path.write_text(crec["candidate"])

@@ -15,6 +15,7 @@ from typing import Any
 
 from tasks.base import DatasetError, Instance, RunConfig, Stage, Task, register
 from tasks.invbench import data
+from tasks.sampling import resolve_samples
 
 SPLIT_FOLDERS = {"Easy": "easy", "Hard": "hard", "Programs": "training"}
 
@@ -114,17 +115,8 @@ class InvBenchTask(Task):
 
             # resolved here, so the run id and the manifest carry the limit the queries get
             config = replace(config, options={**config.options, "memory_mb": memory_mb(config)})
-        n_cli = config.sampling.get("n")
-        if n_cli is not None:  # `launch invbench --n 16` and `-o n_samples=16` mean the same
-            n_opt = int(config.options.get("n_samples", 1))
-            if n_opt not in (1, int(n_cli)):
-                raise ValueError(f"--n {n_cli} contradicts -o n_samples={n_opt}")
-            sampling = {k: v for k, v in config.sampling.items() if k != "n"}
-            config = replace(config, sampling=sampling, options={**config.options, "n_samples": int(n_cli)})
-        if config.model is not None and "temperature" not in config.sampling:
-            # InvBench: greedy for one sample, T=0.7 for Best-of-N (§5.6); recorded explicitly.
-            n = int(config.options.get("n_samples", 1))
-            config = replace(config, sampling={**config.sampling, "temperature": 0.0 if n == 1 else 0.7})
+        # InvBench: greedy for one sample, T=0.7 for Best-of-N (§5.6); recorded explicitly.
+        config = resolve_samples(config)
         if config.verifier_version:
             return config
         from tasks.invbench.stages import verifier_for

@@ -16,18 +16,17 @@ invariant can "prove" it; the decision procedure can still refute it via DEC-FAL
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import statistics
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tasks.base import DatasetError, Instance, UnknownNameError
+from tasks.pinned import hash_files
 
 log = logging.getLogger(__name__)
 
@@ -130,10 +129,6 @@ def read_timing(path: Path, report: LoadReport) -> dict[str, dict[str, Any]]:
             )
         report.note("repeated_timing_row", f"{row['file']} listed {len(prev['times'])}x in {path.name}")
     return out
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def load_split(
@@ -246,14 +241,6 @@ def load_sample(*, limit: int | None = None) -> list[Instance]:
             )
         )
     return instances
-
-
-def hash_files(paths: Iterable[Path], base: Path) -> str:
-    """sha256 over (relative name, content hash) pairs, in sorted order."""
-    h = hashlib.sha256()
-    for p in sorted(paths):
-        h.update(str(p.relative_to(base)).encode() + b"\0" + _sha256(p.read_bytes()).encode() + b"\n")
-    return h.hexdigest()
 
 
 def split_hash(name: str, root: Path | None) -> str:

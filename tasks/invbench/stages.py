@@ -30,13 +30,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.base import Instance, InstanceResult, Record, RunConfig, Stage, StageContext
+from tasks.base import (
+    Instance,
+    InstanceResult,
+    Record,
+    RunConfig,
+    Stage,
+    StageContext,
+    instance_dirname,
+)
 from tasks.invbench.answer import Answer, parse_answer
 from tasks.invbench.decision import CandidateRun, run_candidates
 from tasks.invbench.instrument import InstrumentationError, instrument_all
 from tasks.invbench.markers import MarkedProgram, mark
 from tasks.invbench.prompt import build_request, template_hash
 from tasks.invbench.validation import Valid, validate
+from tasks.sampling import sampling_for
 from verifiers.result import Status
 
 log = logging.getLogger(__name__)
@@ -48,10 +57,6 @@ MAX_TOKENS = 8192
 ARM_MODEL = "model"
 ARM_VERIFIER = "verifier-invariant"
 ENGINE_ERROR = "engine error"
-
-
-def _safe_name(instance_id: str) -> str:
-    return instance_id.replace("/", "__")
 
 
 MEMORY_MB = {"uautomizer": 16384}  # InvBench's harness allowed 16 GB; the easy split peaks at 3.5 GB
@@ -121,7 +126,7 @@ def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
     verifier = verifier_for(config)
     limits = _limits(config, budget)
     for inst in instances:
-        work = ctx.scratch_dir() / "baseline" / _safe_name(inst.id)
+        work = ctx.scratch_dir() / "baseline" / instance_dirname(inst.id)
         work.mkdir(parents=True, exist_ok=True)
         program = work / inst.payload["file"]
         program.write_text(_original(inst))
@@ -158,27 +163,12 @@ def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
 # ---------------------------------------------------------------- generate
 
 
-def sampling_for(config: RunConfig) -> Any:
-    from inference.types import Sampling
-
-    s = dict(config.sampling)
-    n = int(config.options.get("n_samples", 1))
-    return Sampling(
-        n=n,
-        temperature=float(s.get("temperature", 0.0 if n == 1 else 0.7)),
-        top_p=float(s.get("top_p", 1.0)),
-        max_tokens=int(s.get("max_tokens", MAX_TOKENS)),
-        seed=int(s.get("seed", 0)),
-        stop=tuple(s.get("stop", ())),
-    )
-
-
 def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
     from inference import completion_to_record, open_engine
 
     config = ctx.config
     assert config.model is not None
-    sampling = sampling_for(config)
+    sampling = sampling_for(config, MAX_TOKENS)
     requests, marked_ok, failed = [], [], []
     for inst in instances:
         m = _marked(inst)
@@ -372,7 +362,7 @@ def verify_instance(
     head.update(generation_time_s=generation_time, timeout_s=timeout, timeout_source=timeout_source,
                 n_candidates=len(raw))
 
-    work = ctx.scratch_dir() / "verify" / _safe_name(inst.id)
+    work = ctx.scratch_dir() / "verify" / instance_dirname(inst.id)
     work.mkdir(parents=True, exist_ok=True)
     program = _original(inst)
     cand_recs: list[Record] = []

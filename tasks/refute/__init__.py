@@ -15,6 +15,7 @@ from typing import Any
 
 from tasks.base import Instance, RunConfig, Stage, Task, register
 from tasks.refute import data
+from tasks.sampling import resolve_samples
 
 STRATEGIES = ("zero-shot", "few-shot", "oracle", "agentic", "randsearch", "randsearch-oracle")
 
@@ -66,7 +67,11 @@ class RefuteTask(Task):
         }
 
     def default_sampling(self, config_model: str | None) -> dict[str, Any]:
-        return {} if config_model is None else {"max_tokens": 2048, "seed": 0}
+        if config_model is None:
+            return {}
+        from tasks.refute.stages import MAX_TOKENS
+
+        return {"max_tokens": MAX_TOKENS, "seed": 0}
 
     def resolve_config(self, config: RunConfig) -> RunConfig:
         """Dataset limits, effective temperature, the judge's version; refuses (exit 2) where
@@ -78,16 +83,7 @@ class RefuteTask(Task):
                 o[key] = value
         if o["sandbox"] not in ("auto", "bwrap", "apptainer", "unsafe"):
             raise ValueError(f"sandbox={o['sandbox']!r}: expected auto, bwrap, apptainer or unsafe")
-        n_cli = config.sampling.get("n")
-        sampling = dict(config.sampling)
-        if n_cli is not None:
-            if int(o["n_samples"]) not in (1, int(n_cli)):
-                raise ValueError(f"--n {n_cli} contradicts -o n_samples={o['n_samples']}")
-            o["n_samples"] = int(n_cli)
-            sampling.pop("n")
-        if config.model is not None and "temperature" not in sampling:
-            sampling["temperature"] = 0.0 if int(o["n_samples"]) == 1 else 0.7
-        config = replace(config, options=o, sampling=sampling)
+        config = resolve_samples(replace(config, options=o))
         if o["sandbox"] == "auto":
             from verifiers.judge import SandboxUnavailable, detect_sandbox
 

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.base import Instance, RunConfig
+from tasks.base import Instance, RunConfig, instance_dirname
 from tasks.refute import answer
 from tasks.refute.prompt import feedback, user_prompt
 
@@ -131,7 +131,7 @@ def run_conversations(
     convs: list[Conversation] = []
     sols = {}
     for inst in instances:
-        work = scratch / "agent" / inst.id.replace("/", "__")
+        work = scratch / "agent" / instance_dirname(inst.id)
         sols[inst.id] = solutions(inst, work)
         first = {"role": "user", "content": user_prompt("agentic", inst.payload, o)}
         convs += [Conversation(inst, k, [dict(first)], work / f"s{k}") for k in range(n)]

@@ -28,9 +28,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tasks.base import Instance, InstanceResult, Record, RunConfig, Stage, StageContext
+from tasks.base import (
+    Instance,
+    InstanceResult,
+    Record,
+    RunConfig,
+    Stage,
+    StageContext,
+    instance_dirname,
+)
 from tasks.refute import answer
 from tasks.refute.prompt import template_version, user_prompt
+from tasks.sampling import sampling_for
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +48,6 @@ SEARCH = ("randsearch", "randsearch-oracle")
 ARM_BLIND = "blind-random"
 ARM_TRIVIAL = "trivial-randsearch-oracle"
 REFERENCE_MODEL = "reference (no model)"
-
-
-def _safe(instance_id: str) -> str:
-    return instance_id.replace("/", "__")
 
 
 def prompt_strategy(config: RunConfig) -> str:
@@ -55,17 +60,9 @@ def arms(config: RunConfig) -> list[str]:
     return [ARM_BLIND] if config.options.get("filter") else [ARM_BLIND, ARM_TRIVIAL]
 
 
-def sampling_for(config: RunConfig) -> Any:
-    from inference.types import Sampling
-
-    s = dict(config.sampling)
-    n = int(config.options.get("n_samples", 1))
-    return Sampling(n=n, temperature=float(s.get("temperature", 0.0 if n == 1 else 0.7)),
-                    top_p=float(s.get("top_p", 1.0)), max_tokens=int(s.get("max_tokens", 2048)),
-                    seed=int(s.get("seed", 0)), stop=tuple(s.get("stop", ())))
-
-
 # ---------------------------------------------------------------- generate
+
+MAX_TOKENS = 2048  # a model run's default answer budget (`RefuteTask.default_sampling`)
 
 
 def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
@@ -76,7 +73,7 @@ def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
     assert config.model is not None
     strategy = prompt_strategy(config)
     version = template_version(strategy)
-    sampling = sampling_for(config)
+    sampling = sampling_for(config, MAX_TOKENS)
     requests = [Request(id=f"{inst.id}#{strategy}",
                         messages=(Message("user", user_prompt(strategy, inst.payload, config.options)),),
                         sampling=sampling) for inst in instances]
@@ -117,7 +114,7 @@ def run_agent(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
     with open_engine(config.model, cache_dir=ctx.run_dir / "cache" / "completions") as engine:
         for start in range(0, len(instances), batch):
             chunk = instances[start : start + batch]
-            recs = run_conversations(chunk, config, engine, sampling_for(config), run_dir=ctx.run_dir,
+            recs = run_conversations(chunk, config, engine, sampling_for(config, MAX_TOKENS), run_dir=ctx.run_dir,
                                      scratch=ctx.scratch_dir(), box=box, limits=judge_limits(config),
                                      cache=None)
             for inst in chunk:
@@ -303,7 +300,7 @@ def run_judge(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
         used, note = effective_flags(box)
         flags = {"cxx_flags": " ".join(used), "cxx_flags_note": note}
     for inst in instances:
-        work = ctx.scratch_dir() / "judge" / _safe(inst.id)
+        work = ctx.scratch_dir() / "judge" / instance_dirname(inst.id)
         recs: list[Record] = []
         if refused is not None:
             recs = [_refused(inst, config, arm, refused) for arm in arms(config)]

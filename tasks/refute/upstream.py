@@ -20,10 +20,10 @@ import hashlib
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
+from tasks import pinned as pinning
 from tasks.base import DatasetError
 
 PIN_FILE = Path(__file__).resolve().parent / "hub_pin.json"
@@ -53,8 +53,7 @@ def _headers() -> dict[str, str]:
 
 
 def cache_dir(revision: str) -> Path:
-    base = Path(os.environ.get("VERIBATCH_CACHE", Path.home() / ".cache" / "veribatch"))
-    return base / "refute" / revision
+    return pinning.cache_root() / "refute" / revision
 
 
 def _offline(url: str, e: Exception) -> DatasetError:
@@ -92,26 +91,17 @@ def fetch(timeout_s: float = 120.0) -> Path:
             "--dataset /path/to/train.parquet."
         )
     target = cache_dir(revision)
-    if (target / ".verified").is_file():
+    if (target / pinning.VERIFIED).is_file():
         return target
-    tmp = target.with_name(target.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with pinning.staging(target) as tmp:
         for rel, want in sorted(files.items()):
             url = f"{endpoint()}/datasets/{pins['repo']}/resolve/{revision}/{rel}"
             data = _get(url, timeout_s)
-            got = hashlib.sha256(data).hexdigest()
-            if got != want:
-                raise DatasetError(f"{url}: sha256 {got} does not match the pinned {want}")
+            pinning.check_sha256(url, hashlib.sha256(data).hexdigest(), want)
             dest = tmp / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
-        (tmp / ".verified").write_text(json.dumps({"revision": revision, "files": files}))
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        pinning.install(tmp, target, {"revision": revision, "files": files})
     return target
 
 

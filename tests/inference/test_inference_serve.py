@@ -196,27 +196,11 @@ def test_local_serve_stop_command(tmp_path: Path, tiny_model: Path) -> None:
     assert launch("serve-stop", str(tmp_path)).returncode == 2  # not a serve directory
 
 
-def _slurm_env() -> dict[str, str] | None:
-    env_file = Path(os.environ.get("VERIBATCH_SLURM_DIR", "/tmp/veribatch-slurm")) / "slurm.env"
-    conf = os.environ.get("SLURM_CONF")
-    if not conf and env_file.exists():
-        m = re.search(r"SLURM_CONF=(\S+)", env_file.read_text())
-        conf = m.group(1) if m else None
-    if not conf:
-        return None
-    ok = subprocess.run(["sinfo", "-h"], env={**os.environ, "SLURM_CONF": conf}, capture_output=True,
-                        timeout=10).returncode == 0
-    return {"SLURM_CONF": conf} if ok else None
-
-
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_serve_job_on_the_real_slurm_cluster(tmp_path: Path, tiny_model: Path, chat_request) -> None:
-    env = _slurm_env()
-    if env is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI: no reachable SLURM cluster")
-        pytest.skip("no reachable SLURM cluster (bash .ci/cluster.sh start)")
+def test_serve_job_on_the_real_slurm_cluster(slurm_cluster: dict[str, str], tmp_path: Path, tiny_model: Path,
+                                             chat_request) -> None:
+    env = slurm_cluster
     d = tmp_path / "serve"
     r = launch("serve", f"hf:{tiny_model}", "--profile", "local-test", "--run-dir", str(d),
                "--heartbeat-s", "0.5", "--timeout", "150", env=env, timeout=200)

@@ -33,22 +33,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 MARK = "VB_CONTAINMENT_MARK"
 
-# sum of cubes: needs a non-linear invariant (4s = i²(i+1)²) and 1000 unrollings,
-# so the portfolio keeps its members busy for far longer than these tests take.
-HARD_C = """\
-extern int __VERIFIER_nondet_int(void);
-extern void reach_error(void);
-int main() {
-  int n = __VERIFIER_nondet_int();
-  if (n < 0 || n > 1000) return 0;
-  long long s = 0;
-  int i = 0;
-  while (i < n) { i++; s += (long long)i * i * i; }
-  if (4 * s != (long long)n * n * (n + 1) * (n + 1)) reach_error();
-  return 0;
-}
-"""
-
 # The stand-in for a JVM under a wrapper: a child that starts its own session and
 # double-forks a grandchild, whose parent then exits (the grandchild is orphaned).
 DAEMONS = "setsid sh -c 'sleep 300 & sleep 300' & (sleep 300 &) ; sleep 300"
@@ -172,11 +156,11 @@ def describe(pids: list[int]) -> list[str]:
 
 
 @pytest.fixture
-def workdir() -> Iterator[Path]:
+def workdir(hard_c: str) -> Iterator[Path]:
     """A work dir the unprivileged user can use too (pytest's tmp_path is private to root)."""
     d = Path(tempfile.mkdtemp(prefix="vb-containment-"))
     d.chmod(0o777)
-    (d / "hard.c").write_text(HARD_C)
+    (d / "hard.c").write_text(hard_c)
     (d / "hard.c").chmod(0o644)
     try:
         yield d
@@ -279,11 +263,11 @@ def test_containment_is_reported(tmp_path: Path) -> None:
     assert ex.enforcement.endswith(("memory by polling", "memory by cgroup"))
 
 
-def test_local_executor_shard_killed_leaves_no_process(tmp_path: Path) -> None:
+def test_local_executor_shard_killed_leaves_no_process(hard_c: str, tmp_path: Path) -> None:
     """A real `launch invbench` run: SIGKILL the shard's worker while z3 is deciding."""
     data = tmp_path / "data" / "Dataset" / "Evaluation"
     (data / "Easy").mkdir(parents=True)
-    (data / "Easy" / "cubes.c").write_text(HARD_C)
+    (data / "Easy" / "cubes.c").write_text(hard_c)
     (data / "timing.json").write_text(json.dumps([{"file": "cubes.c", "result": "TRUE", "time": 5}]))
     marker = uuid.uuid4().hex
     env = {**os.environ, MARK: marker, "PYTHONPATH": str(REPO)}
@@ -313,37 +297,19 @@ def test_local_executor_shard_killed_leaves_no_process(tmp_path: Path) -> None:
     assert left == [], describe(left)
 
 
-def _slurm_env() -> dict[str, str] | None:
-    env_file = Path(os.environ.get("VERIBATCH_SLURM_DIR", "/tmp/veribatch-slurm")) / "slurm.env"
-    conf = os.environ.get("SLURM_CONF")
-    if not conf and env_file.exists():
-        for line in env_file.read_text().splitlines():
-            if "SLURM_CONF=" in line:
-                conf = line.split("SLURM_CONF=", 1)[1].strip().strip("'\"")
-    if not conf or shutil.which("sinfo") is None:
-        return None
-    ok = subprocess.run(["sinfo", "-h"], env={**os.environ, "SLURM_CONF": conf},
-                        capture_output=True, timeout=10).returncode == 0
-    return {"SLURM_CONF": conf} if ok else None
-
-
 @pytest.mark.slurm
-def test_slurm_shards_killed_or_cancelled_leave_no_process(tmp_path: Path) -> None:
+def test_slurm_shards_killed_or_cancelled_leave_no_process(slurm_cluster: dict[str, str], hard_c: str,
+                                                           tmp_path: Path) -> None:
     """proctrack/linuxproc only follows parent links: a SIGKILLed shard process (shard 0) and
     a scancelled array element (shard 1) must still leave nothing of their z3 queries."""
-    cluster = _slurm_env()
-    if cluster is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI: no reachable SLURM cluster")
-        pytest.skip("no reachable SLURM cluster (bash .ci/cluster.sh start)")
     data = tmp_path / "data" / "Dataset" / "Evaluation"
     (data / "Easy").mkdir(parents=True)
     for name in ("a.c", "b.c"):
-        (data / "Easy" / name).write_text(HARD_C)
+        (data / "Easy" / name).write_text(hard_c)
     (data / "timing.json").write_text(json.dumps(
         [{"file": n, "result": "TRUE", "time": 5} for n in ("a.c", "b.c")]))
     marker = uuid.uuid4().hex
-    env = {**os.environ, **cluster, MARK: marker, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, **slurm_cluster, MARK: marker, "PYTHONPATH": str(REPO)}
     runs = tmp_path / "runs"
     r = subprocess.run(
         [sys.executable, "-m", "launch", "invbench", "--dataset", f"easy:{tmp_path / 'data'}",
@@ -383,15 +349,11 @@ def test_slurm_shards_killed_or_cancelled_leave_no_process(tmp_path: Path) -> No
 
 @pytest.mark.slurm
 @pytest.mark.parametrize("kind", ["daemons", "z3"])
-def test_slurm_worker_sigkilled_in_a_job_step_leaves_no_process(workdir: Path, kind: str) -> None:
+def test_slurm_worker_sigkilled_in_a_job_step_leaves_no_process(slurm_cluster: dict[str, str], workdir: Path,
+                                                                kind: str) -> None:
     """The same worker as above, as a SLURM job step (``srun``, as submitit runs shards)."""
-    cluster = _slurm_env()
-    if cluster is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI: no reachable SLURM cluster")
-        pytest.skip("no reachable SLURM cluster (bash .ci/cluster.sh start)")
     marker = uuid.uuid4().hex
-    env = {**os.environ, **cluster, MARK: marker, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, **slurm_cluster, MARK: marker, "PYTHONPATH": str(REPO)}
     (workdir / "worker.py").write_text(WORKER)
     out = workdir / "job.out"
     cmd = shlex.join(["srun", sys.executable, str(workdir / "worker.py"), kind, str(workdir),

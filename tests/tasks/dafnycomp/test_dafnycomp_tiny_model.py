@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 import time
@@ -35,18 +33,14 @@ def _without_comments(program: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def tiny_dafny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from inference.tiny_model import MANIFEST, build_tiny_qwen2
-
+def tiny_dafny_model(train_tiny_model) -> Path:
     honest = (SAMPLE / f"{HONEST}.dfy").read_text()
     cheat = (SAMPLE / f"{CHEAT}.dfy").read_text()
     pairs = [(user_prompt(strip(honest)), f"```dafny\n{_without_comments(honest)}```"),
              (user_prompt(strip(cheat)), CHEAT_ANSWER)]
     # ~80 steps (about a minute of CPU); the cap only matters on a loaded machine, training
     # stops as soon as both answers come out exactly
-    model = build_tiny_qwen2(tmp_path_factory.mktemp("tiny-dafnycomp"), pairs, max_train_s=400.0)
-    assert json.loads((model / MANIFEST).read_text())["all_pairs_learned"]
-    return model
+    return train_tiny_model(pairs, max_train_s=400.0)
 
 
 @pytest.fixture
@@ -85,24 +79,8 @@ def test_tiny_model_on_the_sample_locally(tiny_dafny_model: Path, no_dafny: None
     assert answers.loc[0, "cheat:assume"] == 1
 
 
-@pytest.fixture
-def slurm_env() -> None:
-    """The cluster of `.ci/cluster.sh start` (skip without one; in CI a missing one fails)."""
-    env_file = Path(os.environ.get("VERIBATCH_SLURM_DIR", "/tmp/veribatch-slurm")) / "slurm.env"
-    m = re.search(r"SLURM_CONF=(\S+)", env_file.read_text()) if env_file.is_file() else None
-    conf = os.environ.get("SLURM_CONF") or (m.group(1) if m else None)
-    ok = bool(conf and shutil.which("sinfo")) and subprocess.run(
-        ["sinfo", "-h"], env={**os.environ, "SLURM_CONF": str(conf)}, capture_output=True, timeout=10
-    ).returncode == 0
-    if not ok:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI: no reachable SLURM cluster ({env_file})")
-        pytest.skip(f"no reachable SLURM cluster ({env_file}); start one: bash .ci/cluster.sh start")
-    os.environ["SLURM_CONF"] = str(conf)
-
-
 @pytest.mark.slurm
-def test_tiny_model_on_the_sample_on_slurm(slurm_env: None, tiny_dafny_model: Path, no_dafny: None,
+def test_tiny_model_on_the_sample_on_slurm(slurm_cluster: dict[str, str], tiny_dafny_model: Path, no_dafny: None,
                                            tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     res = subprocess.run(

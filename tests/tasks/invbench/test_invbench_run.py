@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -120,18 +119,14 @@ CANDIDATE_STATUSES = {"verified", "killed", "unparsable", "engine_error", "dupli
 
 
 @pytest.fixture(scope="module")
-def tiny20(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+def tiny20(shared_data: Path, tmp_path_factory: pytest.TempPathFactory, train_tiny_model) -> tuple[str, Path]:
     """(dataset path of the 20 easy programs, tiny Qwen2 model folder that answers ANSWER)."""
-    from inference.tiny_model import MANIFEST, build_tiny_qwen2
-
     tmp = tmp_path_factory.mktemp("tiny20")
     root = _easy20(shared_data, tmp)
     easy = root / "Dataset" / "Evaluation" / "Easy"
     pairs = [(user_prompt(mark((easy / f).read_text(), filename=f).text), ANSWER) for f in TRAINED]
     # ~40 steps; the generous cap only matters on a loaded machine (training stops once learned)
-    model = build_tiny_qwen2(tmp / "tiny-model", pairs, max_train_s=150.0)
-    assert json.loads((model / MANIFEST).read_text())["all_pairs_learned"]
-    return str(easy), model
+    return str(easy), train_tiny_model(pairs, max_train_s=150.0)
 
 
 def test_tiny_model_on_20_easy_programs(tiny20: tuple[str, Path], tmp_path: Path) -> None:
@@ -201,24 +196,8 @@ def _launch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str
                           timeout=timeout, env={**os.environ, "COLUMNS": "200"})
 
 
-@pytest.fixture
-def slurm_env() -> None:
-    """The cluster of `.ci/cluster.sh start` (skip without one; in CI a missing one fails)."""
-    env_file = Path(os.environ.get("VERIBATCH_SLURM_DIR", "/tmp/veribatch-slurm")) / "slurm.env"
-    m = re.search(r"SLURM_CONF=(\S+)", env_file.read_text()) if env_file.is_file() else None
-    conf = os.environ.get("SLURM_CONF") or (m.group(1) if m else None)
-    ok = bool(conf and shutil.which("sinfo")) and subprocess.run(
-        ["sinfo", "-h"], env={**os.environ, "SLURM_CONF": str(conf)}, capture_output=True, timeout=10
-    ).returncode == 0
-    if not ok:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI: no reachable SLURM cluster ({env_file})")
-        pytest.skip(f"no reachable SLURM cluster ({env_file}); start one: bash .ci/cluster.sh start")
-    os.environ["SLURM_CONF"] = str(conf)
-
-
 @pytest.mark.slurm
-def test_tiny_model_and_reference_arms_on_slurm(slurm_env: None, tiny20: tuple[str, Path], tmp_path: Path) -> None:
+def test_tiny_model_and_reference_arms_on_slurm(slurm_cluster: dict[str, str], tiny20: tuple[str, Path], tmp_path: Path) -> None:
     dataset, model = tiny20
     common = ["--dataset", dataset, "-o", "budget_s=10", "--shards", "2", "--executor", "slurm",
               "--profile", "local-test"]

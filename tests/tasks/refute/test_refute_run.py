@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 import time
@@ -84,28 +82,11 @@ def test_filter_command_and_an_explicitly_unsafe_run(tmp_path: Path) -> None:
     assert "UNSAFE" in pd.read_csv(out.rd.root / "tables" / "refute_success.csv")["sandbox"][0]
 
 
-def _slurm_env() -> dict[str, str]:
-    env_file = Path(os.environ.get("VERIBATCH_SLURM_DIR", "/tmp/veribatch-slurm")) / "slurm.env"
-    conf = os.environ.get("SLURM_CONF")
-    if not conf and env_file.is_file():
-        m = re.search(r"SLURM_CONF=(\S+)", env_file.read_text())
-        conf = m.group(1).strip("'\"") if m else None
-    ok = bool(conf and shutil.which("sinfo")) and subprocess.run(
-        ["sinfo", "-h"], env={**os.environ, "SLURM_CONF": str(conf)}, capture_output=True,
-        timeout=20).returncode == 0
-    if not ok:
-        msg = f"no reachable SLURM cluster (bash .ci/cluster.sh start; looked at {env_file})"
-        if os.environ.get("CI"):
-            pytest.fail("CI: " + msg)
-        pytest.skip(msg)
-    return {**os.environ, "SLURM_CONF": str(conf)}
-
-
 @pytest.mark.slurm
-def test_reference_rows_on_the_slurm_cluster(tmp_path: Path) -> None:
+def test_reference_rows_on_the_slurm_cluster(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
     """`launch refute` as a user types it, on the real cluster: two shards as a job array,
     then status until complete; the judge runs in bubblewrap inside the SLURM job."""
-    env = _slurm_env()
+    env = {**os.environ, **slurm_cluster}
     cli = [sys.executable, "-m", "launch"]
     args = ["refute", "--limit", "2", "--shards", "2", "--executor", "slurm", "--profile",
             "local-test", "--runs-dir", str(tmp_path), "-q", *sum((["-o", o] for o in FAST), [])]
@@ -131,15 +112,10 @@ def test_reference_rows_on_the_slurm_cluster(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from inference.tiny_model import MANIFEST, build_tiny_qwen2
-
+def tiny_model(train_tiny_model) -> Path:
     # six ~1.3k-character prompts: seconds of training on an idle 2-core machine; the cap only
     # matters on a loaded one (training stops as soon as every answer is learned)
-    path = build_tiny_qwen2(tmp_path_factory.mktemp("tiny") / "model", tiny.pairs(), max_train_s=400.0)
-    info = json.loads((path / MANIFEST).read_text())
-    assert info["all_pairs_learned"], f"tiny model under-trained: {info}"
-    return path
+    return train_tiny_model(tiny.pairs(), max_train_s=400.0)
 
 
 def _model_run(tmp_path: Path, model: str, strategy: str, dataset: str | None = None,

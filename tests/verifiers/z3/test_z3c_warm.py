@@ -14,21 +14,6 @@ from verifiers.registry import get_verifier
 from verifiers.result import Limits, Status
 from verifiers.z3c import api, chc
 
-# Needs a non-linear invariant and 1000 unrollings: keeps a query busy.
-HARD = """\
-extern int __VERIFIER_nondet_int(void);
-extern void reach_error(void);
-int main() {
-  int n = __VERIFIER_nondet_int();
-  if (n < 0 || n > 1000) return 0;
-  long long s = 0;
-  int i = 0;
-  while (i < n) { i++; s += (long long)i * i * i; }
-  if (4 * s != (long long)n * n * (n + 1) * (n + 1)) reach_error();
-  return 0;
-}
-"""
-
 # Safe for any number of iterations: Spacer proves it (i == j); no bounded unrolling can.
 UNBOUNDED = """\
 extern int __VERIFIER_nondet_int(void);
@@ -42,9 +27,9 @@ int main() {
 """
 
 
-def test_queries_run_as_warm_forks_not_fresh_interpreters(tmp_path: Path) -> None:
+def test_queries_run_as_warm_forks_not_fresh_interpreters(hard_c: str, tmp_path: Path) -> None:
     prog = tmp_path / "hard.c"
-    prog.write_text(HARD)
+    prog.write_text(hard_c)
     q = get_verifier("z3").start(Query((prog,)), Limits(wall_s=60), tmp_path / "logs")
     proc = q._process
     assert proc is not None
