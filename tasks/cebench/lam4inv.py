@@ -54,7 +54,7 @@ class Skip:
     file: str
     line: int | None
     reason: str
-    kind: str = "log"  # a short class for the card's counts (log, program, candidate, omt, ...)
+    kind: str = "log_unparsable"  # a short class for the card's counts (see the card's skips)
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "line": self.line, "kind": self.kind, "reason": self.reason}
@@ -108,7 +108,8 @@ def parse_log(text: str, file: str) -> Log:
     def add(raw: str, lineno: int) -> None:
         expr = unwrap_assert(raw)
         if expr is None:
-            log.skips.append(Skip(file, lineno, f"candidate is not one assert(...) statement: {raw[:120]!r}"))
+            log.skips.append(Skip(file, lineno, f"candidate is not one assert(...) statement: {raw[:120]!r}",
+                                  "candidate_not_assert"))
             return
         if expr not in seen:
             seen.add(expr)
@@ -126,10 +127,11 @@ def parse_log(text: str, file: str) -> Log:
                 try:
                     items = ast.literal_eval(value)
                 except (ValueError, SyntaxError, MemoryError, RecursionError) as e:
-                    log.skips.append(Skip(file, lineno, f"GPT Answer is not a Python list literal ({type(e).__name__})"))
+                    log.skips.append(Skip(file, lineno, f"GPT Answer is not a Python list literal ({type(e).__name__})",
+                                         "log_unparsable"))
                     break
                 if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
-                    log.skips.append(Skip(file, lineno, "GPT Answer is not a list of strings"))
+                    log.skips.append(Skip(file, lineno, "GPT Answer is not a list of strings", "log_unparsable"))
                     break
                 for raw in items:
                     add(raw, lineno)
@@ -138,7 +140,8 @@ def parse_log(text: str, file: str) -> Log:
             elif key == "final":
                 expr = unwrap_assert(value)
                 if expr is None:
-                    log.skips.append(Skip(file, lineno, f"final invariant is not one assert(...): {value[:120]!r}"))
+                    log.skips.append(Skip(file, lineno, f"final invariant is not one assert(...): {value[:120]!r}",
+                                          "log_unparsable"))
                 else:
                     log.final_invariant, log.final_line = expr, lineno
             elif key == "time":
@@ -147,7 +150,7 @@ def parse_log(text: str, file: str) -> Log:
                 log.proposals = _number(value, int)
             break
     if log.program is None:
-        log.skips.append(Skip(file, None, "no Begin_process line: not a LaM4Inv log"))
+        log.skips.append(Skip(file, None, "no Begin_process line: not a LaM4Inv log", "log_unparsable"))
     return log
 
 

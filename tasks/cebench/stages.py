@@ -89,7 +89,7 @@ def collect_instance(inst: Instance, config: RunConfig) -> list[Record]:
     head.update(precondition=prog.precondition, guard=prog.guard, invariant_check=got.invariant_check,
                 candidates_checked=got.candidates_checked,
                 candidates_failing_consecution=got.candidates_failing_consecution,
-                variables_json=json.dumps(prog.variables))
+                variables_json=json.dumps(prog.variables), program_text=prog.text())
     ces: list[Record] = []
     index = dict.fromkeys(CATEGORIES, 0)
     for ce in got.counterexamples:
