@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
@@ -346,8 +347,13 @@ def _is_small_literal(node: c_ast.Node) -> bool:
         and int(node.value) < 2**31
 
 
+_ATOM = re.compile(r"^-?(?:[A-Za-z_]\w*|\d+[uUlL]*)$")
+
+
 def _paren(text: str) -> str:
     text = text.strip()
+    if _ATOM.match(text):
+        return text
     if text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
         return text
     return f"({text})"
@@ -377,6 +383,8 @@ def _eliminate_nondet(cond: c_ast.Node | None) -> str:
     for values in itertools.product((1, 0), repeat=len(calls)):
         replaced = _replace_calls(cond, dict(zip(map(id, calls), values, strict=True)))
         disjuncts.append(_paren(cfront.to_source(replaced)))
+    if "1" in disjuncts:  # some choice makes the guard true whatever the state
+        return "1"
     return " || ".join(dict.fromkeys(disjuncts))
 
 
