@@ -78,7 +78,10 @@ class CEBenchTask(Task):
         record greedy decoding (T = 0, §4) and the strategy's token budget explicitly."""
         from tasks.cebench.prompt import MAX_TOKENS
 
-        mode = "build" if not isinstance(data.resolve(config.dataset), Path) else "evaluate"
+        where = data.resolve(config.dataset)
+        mode = "build" if not isinstance(where, Path) else "evaluate"
+        if isinstance(where, Path):  # one spelling per dataset folder: RUN, RUN/dataset, relative...
+            config = replace(config, dataset=str(where.resolve()))
         if config.options.get("mode", "auto") not in ("auto", mode):
             raise ValueError(f"-o mode={config.options['mode']} but {config.dataset!r} is a "
                              + ("LaM4Inv source (build)" if mode == "build" else "built dataset (evaluate)"))
