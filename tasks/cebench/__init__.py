@@ -64,7 +64,8 @@ class CEBenchTask(Task):
             "mode": "auto",           # build | evaluate, from the dataset (filled at plan time)
             "budget_s": 100.0,        # labelling verifier's wall-time limit per counterexample (§3.2.2)
             "memory_mb": 4096,
-            "solver_timeout_s": 2.0,  # per candidate check / OMT objective during collection
+            "solver_rlimit": 5_000_000,  # Z3 resource units per collection query (deterministic)
+            "solver_timeout_s": 60.0,    # wall-time safety net per collection query
             "runtime": "native",      # native | apptainer (verifier)
             "image": "",              # apptainer image of the verifier
             "generate_batch": 16,

@@ -36,7 +36,7 @@ PAPER_NAMES = {"Inductive": "Inductive_CEs", "UNSAT_Pre": "OMT_UNSAT_Pre_CEs", "
 # §3.2.1: where ``assert(!(state))`` goes.
 SITES = {"Inductive": "body_start", "UNSAT_Pre": "body_end", "SAT_Pre": "body_start"}
 LOOP = 1  # LaM4Inv programs have one loop (checked by `program.normalise`)
-COLLECTION = "cebench-collect-v1"  # bump when collection's rules change (part of the build run id)
+COLLECTION = "cebench-collect-v2"  # bump when collection's rules change (part of the build run id)
 
 
 def collection_version() -> str:
@@ -97,9 +97,18 @@ def extremal_usage(state: dict[str, int], variables: dict[str, str]) -> str:
     return "one" if k == 1 else "multiple"
 
 
+RLIMIT = 5_000_000     # Z3 resource units per query (a few seconds of work)
+TIMEOUT_MS = 60_000    # a safety net only: the rlimit is what bounds a query
+
+
 def collect(prog: LoopProgram, candidates: list[Candidate], final_invariant: str | None, *,
-            log_file: str, final_line: int | None = None, timeout_ms: int = 2000) -> Collected:
-    """The counterexamples of one program (all three categories)."""
+            log_file: str, final_line: int | None = None, timeout_ms: int = TIMEOUT_MS,
+            rlimit: int = RLIMIT) -> Collected:
+    """The counterexamples of one program (all three categories).
+
+    Every query is bounded by Z3's deterministic resource limit (`rlimit`), not by time, so
+    the states found — and which candidates the solver gives up on — are the same on a
+    loaded laptop and on an idle cluster node (the wall timeout is only a safety net)."""
     from verifiers.z3c.api import CandidateError, Unsupported, check_candidate
 
     out = Collected()
@@ -107,7 +116,7 @@ def collect(prog: LoopProgram, candidates: list[Candidate], final_invariant: str
     text = prog.text()
     for cand in candidates:
         try:
-            res = check_candidate(text, LOOP, cand.expr, timeout_ms)
+            res = check_candidate(text, LOOP, cand.expr, timeout_ms, rlimit=rlimit)
         except CandidateError as e:
             out.skips.append(Skip(log_file, cand.line, f"candidate {cand.expr!r}: {e}", "candidate_not_c"))
             continue
@@ -134,26 +143,27 @@ def collect(prog: LoopProgram, candidates: list[Candidate], final_invariant: str
         out.skips.append(Skip(prog.file, None, f"{prog.precondition_note}: no OMT counterexamples",
                               "precondition_unexpressible"))
     else:
-        out.invariant_check = check_invariant(text, final_invariant, timeout_ms)
+        out.invariant_check = check_invariant(text, final_invariant, timeout_ms, rlimit)
         formulas = {
             "UNSAT_Pre": f"({final_invariant}) && !({prog.precondition})",
             "SAT_Pre": f"({final_invariant}) && ({prog.precondition}) && ({prog.guard})",
         }
         for category, formula in formulas.items():
-            for ce in _omt(prog, text, category, formula, out, log_file, final_line, timeout_ms):  # type: ignore[arg-type]
+            for ce in _omt(prog, text, category, formula, out, log_file, final_line, timeout_ms,  # type: ignore[arg-type]
+                           rlimit):
                 _add(found, ce)
     out.counterexamples = list(found.values())
     return out
 
 
-def check_invariant(text: str, invariant: str, timeout_ms: int) -> str:
+def check_invariant(text: str, invariant: str, timeout_ms: int, rlimit: int = RLIMIT) -> str:
     """Our own verdict on LaM4Inv's final invariant: ``valid`` (initiation, consecution and
     safety hold), ``fails <condition>``, or why it could not be checked.  Informational:
     the OMT states are taken from I whatever this says, as in the paper."""
     from verifiers.z3c.api import check_candidate
 
     try:
-        res = check_candidate(text, LOOP, invariant, timeout_ms)
+        res = check_candidate(text, LOOP, invariant, timeout_ms, rlimit=rlimit)
     except Exception as e:  # noqa: BLE001
         return f"not checked: {type(e).__name__}: {e}"[:300]
     if res.ok:
@@ -164,12 +174,12 @@ def check_invariant(text: str, invariant: str, timeout_ms: int) -> str:
 
 
 def _omt(prog: LoopProgram, text: str, category: Category, formula: str, out: Collected,
-         log_file: str, final_line: int | None, timeout_ms: int) -> list[Counterexample]:
+         log_file: str, final_line: int | None, timeout_ms: int, rlimit: int) -> list[Counterexample]:
     from verifiers.z3c.api import omt_boundaries
 
     try:
-        bounded = omt_boundaries(text, LOOP, formula, timeout_ms=timeout_ms, type_ranges=True)
-        free = omt_boundaries(text, LOOP, formula, timeout_ms=timeout_ms, type_ranges=False)
+        bounded = omt_boundaries(text, LOOP, formula, timeout_ms=timeout_ms, type_ranges=True, rlimit=rlimit)
+        free = omt_boundaries(text, LOOP, formula, timeout_ms=timeout_ms, type_ranges=False, rlimit=rlimit)
     except Exception as e:  # noqa: BLE001 - CandidateError, Unsupported, CParseError
         out.skips.append(Skip(log_file, final_line, f"{category}: OMT over {formula!r} failed: "
                               f"{type(e).__name__}: {e}"[:400], "omt_error"))

@@ -32,7 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from tasks.base import Instance, InstanceResult, Record, RunConfig, Stage, StageContext
-from tasks.cebench.counterexamples import CATEGORIES, PAPER_NAMES, collect, extremal_usage, extremal_variables
+from tasks.cebench.counterexamples import (
+    CATEGORIES,
+    PAPER_NAMES,
+    collect,
+    extremal_usage,
+    extremal_variables,
+)
 from tasks.cebench.lam4inv import Candidate, Skip
 
 log = logging.getLogger(__name__)
@@ -84,7 +90,8 @@ def collect_instance(inst: Instance, config: RunConfig) -> list[Record]:
     candidates = [Candidate(c["expr"], int(c["line"])) for c in logd.get("candidates", [])]
     got = collect(prog, candidates, logd.get("final_invariant"), log_file=str(p.get("log_file")),
                   final_line=logd.get("final_line"),
-                  timeout_ms=int(float(config.options.get("solver_timeout_s", 2.0)) * 1000))
+                  timeout_ms=int(float(config.options.get("solver_timeout_s", 60.0)) * 1000),
+                  rlimit=int(config.options.get("solver_rlimit", 5_000_000)))
     skips += [s.to_json() for s in got.skips]
     head.update(precondition=prog.precondition, guard=prog.guard, invariant_check=got.invariant_check,
                 candidates_checked=got.candidates_checked,
@@ -136,11 +143,10 @@ def _limits(config: RunConfig) -> Any:
 
 
 def label_instance(inst: Instance, collected: list[Record], ctx: StageContext, verifier: Any) -> list[Record]:
-    from verifiers.base import Query
-
     from tasks.cebench.instrument import instrument, prompt_program
     from tasks.cebench.label import label_of
     from tasks.cebench.program import ProgramError, normalise
+    from verifiers.base import Query
 
     config = ctx.config
     file = inst.payload["file"]
@@ -198,7 +204,6 @@ def run_label(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
 
 def sampling_for(config: RunConfig) -> Any:
     from inference.types import Sampling
-
     from tasks.cebench.prompt import MAX_TOKENS
 
     s = dict(config.sampling)
@@ -209,7 +214,6 @@ def sampling_for(config: RunConfig) -> Any:
 
 def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
     from inference import completion_to_record, open_engine
-
     from tasks.cebench.prompt import build_request, template_hash
 
     config = ctx.config

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from cebench_gcc import c_holds, declarations, gcc_run
+
 from tasks.cebench.counterexamples import collect, extremal_usage
 from tasks.cebench.lam4inv import parse_log
 from tasks.cebench.program import normalise
@@ -60,7 +60,7 @@ def test_omt_states_sit_where_their_category_says(lam4inv_root: Path) -> None:
     assert top and top[0].state["x"] == 2**31 - 1 and top[0].origins[0]["bounded_by_type"] is True
     assert extremal_usage(top[0].state, prog.variables) in ("one", "multiple", "all")
     # deduplicated per category, every objective kept as an origin
-    for cat, ces in by_cat.items():
+    for ces in by_cat.values():
         assert len({tuple(sorted(c.state.items())) for c in ces}) == len(ces)
     objectives = sorted(o["objective"] for c in by_cat["SAT_Pre"] for o in c.origins)
     assert objectives == ["max x", "max y", "min x", "min y"]  # (1, 0) is the only SAT_Pre state

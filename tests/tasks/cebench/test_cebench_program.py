@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cebench_gcc import c_holds, gcc_run
 
 from tasks.cebench.instrument import instrument, prompt_program
 from tasks.cebench.program import ProgramError, c_literal, normalise
 from verifiers import cfront
-
-from cebench_gcc import c_holds, gcc_run
 
 
 def _prog(root: Path, name: str):
