@@ -180,3 +180,21 @@ def test_tiny_model_evaluation_records_every_parsing_outcome(sample_build: tuple
     assert rq1.loc["model", "unparsable"] == int((model["outcome"] != "ok").sum())
     assert rq1.loc["model", "correct"] == int(model["correct"].sum())
     assert {"verifier", "always-GENUINE", "always-SPURIOUS"} <= set(rq1.index)
+
+
+def test_bench_reports_throughput_of_the_build(sample_build: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[3] / "bench" / "cebench.py"
+    spec = importlib.util.spec_from_file_location("bench_cebench", path)
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rd, _ = sample_build
+    card = ds.read_card(rd / "dataset")
+    r = bench.report(rd)
+    assert r["labelled"] == card["totals"]["before_labelling"] and r["decided"] == card["totals"]["after_labelling"]
+    assert r["labelled_per_cpu_s"] == pytest.approx(r["labelled"] / r["verifier_cpu_s"], rel=0.01)
+    bench.print_reports([r, r])
+    printed = capsys.readouterr().out
+    assert "labelled_per_cpu_s" in printed and "ratio 2/1" in printed
