@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,10 +145,3 @@ def load_built(folder: Path, *, limit: int | None = None) -> list[Instance]:
         ))
     return out
 
-
-def state_text(state: dict[str, int]) -> str:
-    return ", ".join(f"{k} = {v}" for k, v in state.items())
-
-
-def state_json(state: dict[str, int]) -> str:
-    return json.dumps(state)

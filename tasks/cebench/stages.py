@@ -39,7 +39,7 @@ from tasks.cebench.counterexamples import (
     extremal_usage,
     extremal_variables,
 )
-from tasks.cebench.lam4inv import Candidate, Skip
+from tasks.cebench.lam4inv import Candidate
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +308,3 @@ def build_stages(config: RunConfig, *, built: bool) -> list[Stage]:
                         record_key=("arm",)))
     return stages
 
-
-def skips_of(program_record: Record) -> list[Skip]:
-    return [Skip(s.get("file", ""), s.get("line"), s.get("reason", ""), s.get("kind", ""))
-            for s in json.loads(program_record.get("skips_json") or "[]")]
