@@ -267,8 +267,8 @@ def judge_instance(inst: Instance, gen: list[Record] | None, config: RunConfig) 
             predicted, t = truth, float(vtime) if vtime is not None else None
         else:
             predicted, t = arm.split("-", 1)[1], 0.0
-        out.append({**common, "arm": arm, "model": arm, "outcome": "ok", "predicted": predicted,
-                    "correct": predicted == truth, "time_s": t})
+        out.append({**common, "arm": arm, "model": arm, "strategy": "-",  # no prompt involved
+                    "outcome": "ok", "predicted": predicted, "correct": predicted == truth, "time_s": t})
     return out
 
 
