@@ -86,8 +86,9 @@ def test_build_on_slurm_killed_shard_resumed_equals_local(slurm_env: None, tmp_p
     attempt = json.loads((rd / "shards" / "label" / str(victim) / "attempt.json").read_text())
     assert attempt["attempt"] == 2
 
-    r = _launch(*common, "--runs-dir", str(tmp_path / "local"), "-q")
+    r = _launch(*common, "--runs-dir", str(tmp_path / "local"), "-q", "--out", str(tmp_path / "exported"))
     assert r.returncode == 0, r.stdout + r.stderr
+    assert ds.read_card(tmp_path / "exported") == ds.read_card(tmp_path / "local" / rd.name / "dataset")
     local = tmp_path / "local" / rd.name  # the same plan: the same run id
     for stage in ("collect", "label"):
         pd.testing.assert_frame_equal(_records(rd, stage), _records(local, stage))
