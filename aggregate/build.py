@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .records import StageRecords, load_run
+from .records import Completion, StageRecords, load_run
 from .render import to_markdown, write_table
-from .table import Table
+from .table import Metric, Table
 
 
 @dataclass
@@ -38,13 +38,17 @@ def summary_table(manifest: dict, stages: dict[str, StageRecords]) -> Table:
         rows.append(row)
     return Table(key=f"summary_{manifest['config']['task']}",
                  title=f"Run {manifest['run_id']}: records per stage",
-                 frame=pd.DataFrame(rows).fillna(0),
+                 frame=pd.DataFrame(rows).fillna(0), index=("stage",),
+                 metrics={"covered": Metric("count"),
+                          "missing": Metric("count", higher_is_better=False)},
                  caption="covered/missing: instances with/without records in complete shards.")
 
 
-def build(run_dir: Path | str, formats: tuple[str, ...] = ("md", "csv")) -> BuildResult:
+def build(run_dir: Path | str, formats: tuple[str, ...] = ("md", "csv"),
+          completion: Completion | None = None) -> BuildResult:
+    """`completion`: the shards' completeness when the caller has checked it already."""
     run_dir = Path(run_dir)
-    manifest, stages = load_run(run_dir)
+    manifest, stages = load_run(run_dir, completion)
     task = manifest["config"]["task"]
     tables = [summary_table(manifest, stages)]
     try:

@@ -2,10 +2,17 @@
 
 - Table 2/3 (`table2_invbench_<split>`): per split × model/arm — % correct invariant,
   % speedup, mean speedup over the speedup cases (Speedup>1), mean speedup over all with
-  non-speedups counted as 1 (Speedup_all).  Speedup = baseline time / (generation time +
-  decision time) where the decision procedure reached T or F (InvBench §4).
-- Table 4/5 (`table4_solved_<split>`): instances solved within 10/100/300/600 s by the
-  baseline verifier and by the arm (generation + decision time).
+  non-speedups counted as 1 (Speedup_all), as defined in §4 and the Table 2 caption:
+  speedup = baseline time / (that instance's generation time + its decision time) where
+  the decision procedure reached T or F; % correct invariant = instances where some
+  candidate's ψ was proved invariant (d_a = T) within the decision timeout, whatever rule
+  decided.  Every row names the source of its decision timeouts (`timeout_source`).
+- Table 4 as the paper has it (`table4_verifiers_<split>`, §5.2): solved instances per
+  *verifier* under 10/100/300/600 s — the dataset's recorded reference times (InvBench's
+  UAutomizer timing.json), this run's baseline verifier and this run's arm; `launch
+  invbench table4 RUN...` puts any number of runs side by side (`compare_verifiers`).
+- Ours (`solved_baseline_vs_arm_<split>`): the baseline verifier against the arm
+  (generation + decision time) under the budgets the run measured.
 - Table 6/7 (`compare_runs`): the Table 2 columns for several runs side by side, e.g. a
   base and a fine-tuned model (Table 6) or N=1 and Best-of-N (Table 7).
 
@@ -16,30 +23,36 @@ docs/invbench.md.
 
 from __future__ import annotations
 
-import html
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from aggregate.table import Table
+from aggregate.records import column, planned_instances
+from aggregate.table import Metric, Plot, Table
 
-BUDGETS_S = (10.0, 100.0, 300.0, 600.0)
+BUDGETS_S = (10.0, 100.0, 300.0, 600.0)  # the paper's Table 4/5 budgets
 SPLIT_TABLE = {"easy": "Table 2", "hard": "Table 3"}
-SOLVED_TABLE = {"hard": "Table 4"}
+TIMEOUT_SOURCES = {
+    "baseline": "baseline: this run's {verifier} solve time",
+    "reference": "reference: InvBench timing.json (UAutomizer), the paper's",
+    "budget": "budget: {budget:g} s",
+}
 
 
-def _expected_ids(run_dir: Path, manifest: dict[str, Any]) -> list[str] | None:
-    path = run_dir / str(manifest.get("instances_file", "instances.jsonl"))
-    if not path.is_file():
-        return None
-    ids = []
-    for line in path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            ids.append(row["id"] if isinstance(row, dict) else str(row))
-    return ids
+def timeout_label(manifest: dict[str, Any]) -> str:
+    """Where a run's decision timeouts came from, in words (every Table 2 row carries it)."""
+    config = manifest.get("config") or {}
+    options = config.get("options") or {}
+    source = str(options.get("timeout_source", "baseline"))
+    text = TIMEOUT_SOURCES.get(source, source)
+    return text.format(verifier=config.get("verifier", "verifier"), budget=float(options.get("budget_s", 600.0)))
+
+
+def _sampled(manifest: dict[str, Any]) -> bool:
+    """Model arms come from sampled generations (`launch regress` tests their changes for
+    significance); the reference arms are deterministic up to timing."""
+    return bool((manifest.get("config") or {}).get("model"))
 
 
 def _split_of(instance_id: str) -> str:
@@ -48,14 +61,14 @@ def _split_of(instance_id: str) -> str:
 
 
 def _expected_by_split(run_dir: Path, manifest: dict[str, Any], seen: pd.Series) -> dict[str, int]:
-    ids = _expected_ids(run_dir, manifest)
-    if ids is None:  # fall back to the count in the manifest, all in the splits seen
+    planned = planned_instances(run_dir, manifest)
+    if planned is None:  # fall back to the count in the manifest, all in the splits seen
         splits = sorted({_split_of(i) for i in seen}) or ["unknown"]
         total = int(manifest.get("instance_count", len(seen)))
         return {s: total if len(splits) == 1 else int((seen.map(_split_of) == s).sum()) for s in splits}
     out: dict[str, int] = {}
-    for i in ids:
-        out[_split_of(i)] = out.get(_split_of(i), 0) + 1
+    for row in planned:
+        out[_split_of(row["id"])] = out.get(_split_of(row["id"]), 0) + 1
     return out
 
 
@@ -67,18 +80,14 @@ def _instance_rows(verify: pd.DataFrame) -> pd.DataFrame:
     return rows.drop_duplicates("instance_id", keep="last")
 
 
-def _col(df: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
-    return df[name] if name in df else pd.Series([default] * len(df), index=df.index)
-
-
 def speedup_row(rows: pd.DataFrame) -> dict[str, Any]:
     """The Table 2 columns for one group of instance records."""
     n = len(rows)
-    speedup = pd.to_numeric(_col(rows, "speedup"), errors="coerce")
-    correct = _col(rows, "correct_invariant", False).fillna(False).astype(bool)
+    speedup = pd.to_numeric(column(rows, "speedup"), errors="coerce")
+    correct = column(rows, "correct_invariant", False).fillna(False).astype(bool)
     gt1 = speedup[speedup > 1.0]
-    decided = _col(rows, "decision").isin(["TRUE", "FALSE"])
-    status = _col(rows, "status", "")
+    decided = column(rows, "decision").isin(["TRUE", "FALSE"])
+    status = column(rows, "status", "")
     return {
         "covered": n,
         "decided": int(decided.sum()),
@@ -87,8 +96,29 @@ def speedup_row(rows: pd.DataFrame) -> dict[str, Any]:
         "speedup_gt1": round(float(gt1.mean()), 2) if len(gt1) else None,
         "speedup_all": round(float(speedup.where(speedup > 1.0, 1.0).fillna(1.0).mean()), 2) if n else None,
         "no_valid_candidate": int((status == "no_valid_candidate").sum()),
-        "baseline_unsolved": int((~_col(rows, "baseline_solved", True).fillna(False).astype(bool)).sum()),
+        "baseline_unsolved": int((~column(rows, "baseline_solved", True).fillna(False).astype(bool)).sum()),
+        # instances whose decision timeout fell back to the budget (unsolved baseline,
+        # or no recorded reference time)
+        "timeout_fallback": int((column(rows, "timeout_source", "") == "budget-fallback").sum()),
     }
+
+
+def _speedup_samples(rows: pd.DataFrame, key: dict[str, Any]) -> pd.DataFrame:
+    """Per-instance values behind `speedup_row`'s metrics, so `launch regress` can test a
+    change of a mean (bootstrap over instances) or a rate (McNemar on paired instances)
+    instead of comparing two numbers."""
+    speedup = pd.to_numeric(column(rows, "speedup"), errors="coerce")
+    correct = column(rows, "correct_invariant", False).fillna(False).astype(bool)
+    frame = pd.DataFrame({
+        "instance_id": rows["instance_id"].astype(str).to_numpy(),
+        "pct_correct_invariant": correct.map(lambda c: 100.0 if c else 0.0).to_numpy(),
+        "pct_speedup": (speedup > 1.0).map(lambda c: 100.0 if c else 0.0).to_numpy(),
+        "speedup_gt1": speedup.where(speedup > 1.0).to_numpy(),
+        "speedup_all": speedup.where(speedup > 1.0, 1.0).fillna(1.0).to_numpy(),
+    })
+    for k, v in key.items():
+        frame.insert(0, k, v)
+    return frame
 
 
 def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame) -> list[Table]:
@@ -98,12 +128,15 @@ def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame
     for split in sorted(expected):
         part = rows[rows["split"] == split] if len(rows) else rows
         out = []
+        samples = []
         groups = part.groupby(["arm", "model", "n_samples"], dropna=False) if len(part) else []
         for (arm, model, n), g in groups:
-            r = {"split": split, "model": model, "arm": arm, "N": int(n) if pd.notna(n) else None}
+            r = {"split": split, "model": model, "arm": arm, "N": int(n) if pd.notna(n) else None,
+                 "timeout_source": timeout_label(manifest)}
             r.update(speedup_row(g))
             r["missing"] = expected[split] - r["covered"]
             out.append(r)
+            samples.append(_speedup_samples(g, {k: r[k] for k in ("split", "model", "arm", "N")}))
         if not out:
             out.append({"split": split, "model": (manifest.get("config") or {}).get("model") or "verifier-invariant",
                         "covered": 0, "missing": expected[split]})
@@ -112,14 +145,27 @@ def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame
             key=f"table2_invbench_{split}",
             title=f"{name}: invariant correctness and speedup ({split} split)",
             frame=pd.DataFrame(out),
+            index=("split", "model", "arm", "N"),
+            samples=pd.concat(samples, ignore_index=True) if samples else None,
+            metrics={"pct_correct_invariant": Metric("rate", sampled=_sampled(manifest), unit="%"),
+                     "pct_speedup": Metric("rate", sampled=_sampled(manifest), unit="%"),
+                     "speedup_gt1": Metric("mean", sampled=_sampled(manifest), unit="×"),
+                     "speedup_all": Metric("mean", sampled=_sampled(manifest), unit="×"),
+                     "decided": Metric("count", sampled=_sampled(manifest), unit="instances"),
+                     "no_valid_candidate": Metric("count", sampled=_sampled(manifest),
+                                                  higher_is_better=False, unit="instances"),
+                     "baseline_unsolved": Metric("count", higher_is_better=False, unit="instances")},
             caption=(
-                "% correct invariant: d_a = TRUE (ψ proved invariant within the timeout). "
-                "% speedup: instances with speedup > 1, speedup = baseline time / (generation "
-                "time + decision time) where the decision procedure reached TRUE or FALSE. "
-                "Speedup_>1: mean over the speedup cases; Speedup_all: mean over covered "
-                "instances with non-speedups counted as 1. Arm 'verifier-invariant' feeds back "
-                "the baseline verifier's own invariant (§5.4) with generation time 0; it is not "
-                "model output. Instances the baseline did not solve have no speedup."
+                "% correct invariant: some candidate's ψ proved invariant (d_a = TRUE) within the "
+                "decision timeout, whichever rule decided (d_a is not cut short by DEC-FALSE or by "
+                "another candidate winning). % speedup: instances with speedup > 1, speedup = "
+                "baseline time / (the instance's own generation time + its decision time) where "
+                "the decision procedure reached TRUE or FALSE. Speedup_>1: mean over the speedup "
+                "cases; Speedup_all: mean over covered instances with non-speedups counted as 1. "
+                f"Decision timeouts — {timeout_label(manifest)} (timeout_fallback: instances that "
+                "got the budget instead). Arm 'verifier-invariant' feeds back verifier invariants "
+                "(§5.4), all of a program's together, with generation time 0; it is not model "
+                "output. Instances the baseline did not solve have no speedup."
             ),
         ))
     return tables
@@ -131,9 +177,7 @@ def _solved_table(run_dir: Path, manifest: dict[str, Any], baseline: pd.DataFram
     budget = float((config.get("options") or {}).get("budget_s", 600.0))
     budgets = [b for b in BUDGETS_S if b <= budget] + ([budget] if budget not in BUDGETS_S else [])
     rows = _instance_rows(verify)
-    base = baseline.drop_duplicates("instance_id", keep="last").copy() if len(baseline) else baseline
-    if len(base):
-        base["split"] = base["instance_id"].map(_split_of)
+    base = _baseline_rows(baseline)
     seen = pd.concat([base["instance_id"] if len(base) else pd.Series([], dtype=str),
                       rows["instance_id"] if len(rows) else pd.Series([], dtype=str)])
     expected = _expected_by_split(run_dir, manifest, seen)
@@ -154,22 +198,117 @@ def _solved_table(run_dir: Path, manifest: dict[str, Any], baseline: pd.DataFram
                 r = {"split": split, "solver": f"{model} ({arm})" if arm == "model" else f"{config.get('verifier')} + {arm}",
                      "covered": len(g), "missing": expected[split] - len(g)}
                 decided = g["decision"].isin(["TRUE", "FALSE"])
-                total = pd.to_numeric(_col(g, "total_time_s"), errors="coerce")
+                total = pd.to_numeric(column(g, "total_time_s"), errors="coerce")
                 for t in budgets:
                     r[f"solved_{t:g}s"] = int((decided & (total <= t)).sum())
                 out.append(r)
-        name = SOLVED_TABLE.get(split, "Table 4/5")
         tables.append(Table(
-            key=f"table4_solved_{split}",
-            title=f"{name}: solved instances under time budgets ({split} split)",
+            key=f"solved_baseline_vs_arm_{split}",
+            title=f"Baseline verifier vs arm: solved instances under time budgets ({split} split)",
             frame=pd.DataFrame(out),
+            index=("split", "solver"),
+            metrics={c: Metric("count", sampled=_sampled(manifest), unit="instances")
+                     for c in out[0] if c.startswith("solved_")},
             caption=(
+                f"Not a table of the paper (its Table 4 compares verifiers: table4_verifiers_{split}). "
                 f"Solved = a TRUE/FALSE verdict within the budget. Baseline: verifier alone "
                 f"(run budget {budget:g} s, so larger budgets are not shown). Arms: generation "
-                "+ decision time, each decision capped at the instance's baseline time."
+                f"+ decision time, each decision capped at its decision timeout "
+                f"({timeout_label(manifest)})."
             ),
         ))
     return tables
+
+
+def _baseline_rows(baseline: pd.DataFrame) -> pd.DataFrame:
+    base = baseline.drop_duplicates("instance_id", keep="last").copy() if len(baseline) else baseline
+    if len(base):
+        base["split"] = base["instance_id"].map(_split_of)
+    return base
+
+
+def verifier_rows(label: str, manifest: dict[str, Any], baseline: pd.DataFrame, verify: pd.DataFrame,
+                  split: str, expected: int, *, reference: bool = True) -> list[dict[str, Any]]:
+    """The paper's Table 4 rows of one run and split: the dataset's reference times (once),
+    the run's baseline verifier, and the run's arm.  A budget beyond what was measured
+    (the run's budget_s, for its baseline) is None, never a guess."""
+    config = manifest.get("config") or {}
+    budget = float((config.get("options") or {}).get("budget_s", 600.0))
+    base = _baseline_rows(baseline)
+    b = base[base["split"] == split] if len(base) else base
+    rows_out: list[dict[str, Any]] = []
+
+    def row(solver: str, kind: str, covered: int, solved_at: Any, limit: float | None) -> dict[str, Any]:
+        r: dict[str, Any] = {"split": split, "run": label, "solver": solver, "kind": kind,
+                             "covered": covered, "missing": expected - covered}
+        for t in BUDGETS_S:
+            r[f"solved_{t:g}s"] = None if limit is not None and t > limit else int(solved_at(t))
+        return r
+
+    if reference and len(b) and "reference_time_s" in b:
+        ref_t = pd.to_numeric(b["reference_time_s"], errors="coerce")
+        ref_ok = column(b, "expected_verdict").isin(["TRUE", "FALSE"]) & ref_t.notna()
+        tool = next((str(x) for x in column(b, "reference_tool").dropna()), "UAutomizer (InvBench timing.json)")
+        rows_out.append(row(f"{tool} — dataset's recorded times", "reference", int(ref_ok.sum()),
+                            lambda t: (ref_ok & (ref_t <= t)).sum(), None))
+    if len(b):
+        solved = b["solved"].fillna(False).astype(bool)
+        bt = pd.to_numeric(b["baseline_time_s"], errors="coerce")
+        name = f"{config.get('verifier', 'verifier')} {config.get('verifier_version', '')}".strip()
+        rows_out.append(row(name, "baseline", len(b), lambda t: (solved & (bt <= t)).sum(), budget))
+    inst = _instance_rows(verify)
+    part = inst[inst["split"] == split] if len(inst) else inst
+    if len(part):
+        for (arm, model), g in part.groupby(["arm", "model"], dropna=False):
+            decided = g["decision"].isin(["TRUE", "FALSE"])
+            total = pd.to_numeric(column(g, "total_time_s"), errors="coerce")
+            solver = f"{model} + {config.get('verifier')}" if arm == "model" else f"{config.get('verifier')} + {arm}"
+            rows_out.append(row(solver, str(arm), len(g), lambda t, d=decided, tt=total: (d & (tt <= t)).sum(), None))
+    return rows_out
+
+
+TABLE4_CAPTION = (
+    "InvBench Table 4 (§5.2): instances solved (TRUE/FALSE) within 10/100/300/600 s, per verifier. "
+    "reference: the dataset's recorded solve times (InvBench's timing.json, UAutomizer on the "
+    "paper's machine; the sample's are the embedded z3's); baseline: the run's verifier alone "
+    "(empty above the run's budget_s: not measured); model/verifier-invariant: the LLM-assisted "
+    "verifier of the run, generation + decision time, each decision bounded by its decision timeout."
+)
+
+# Verifier verdicts are not sampled generations: compared by regress, never significance-tested.
+TABLE4_METRICS = {f"solved_{t:g}s": Metric("count", unit="instances") for t in BUDGETS_S}
+
+
+def _verifiers_table(run_dir: Path, manifest: dict[str, Any], baseline: pd.DataFrame,
+                     verify: pd.DataFrame) -> list[Table]:
+    seen = pd.concat([_baseline_rows(baseline)["instance_id"] if len(baseline) else pd.Series([], dtype=str),
+                      _instance_rows(verify)["instance_id"] if len(verify) else pd.Series([], dtype=str)])
+    expected = _expected_by_split(run_dir, manifest, seen)
+    label = str(manifest.get("run_id", run_dir.name))
+    return [Table(key=f"table4_verifiers_{split}",
+                  title=f"Table 4: solved instances per verifier under time budgets ({split} split)",
+                  frame=pd.DataFrame(verifier_rows(label, manifest, baseline, verify, split, expected[split])),
+                  index=("split", "run", "solver", "kind"), metrics=TABLE4_METRICS,
+                  caption=TABLE4_CAPTION)
+            for split in sorted(expected)]
+
+
+def compare_verifiers(runs: list[tuple[str, Path, dict[str, Any], dict[str, pd.DataFrame]]]) -> Table:
+    """The paper's Table 4 over any number of runs: each run's baseline verifier and arm, and
+    the dataset's reference times once per split, one row each."""
+    out: list[dict[str, Any]] = []
+    have_reference: set[str] = set()
+    for label, run_dir, manifest, stages in runs:
+        baseline, verify = stages.get("baseline", pd.DataFrame()), stages.get("verify", pd.DataFrame())
+        seen = pd.concat([_baseline_rows(baseline)["instance_id"] if len(baseline) else pd.Series([], dtype=str),
+                          _instance_rows(verify)["instance_id"] if len(verify) else pd.Series([], dtype=str)])
+        for split, n in sorted(_expected_by_split(run_dir, manifest, seen).items()):
+            rows = verifier_rows(label, manifest, baseline, verify, split, n, reference=split not in have_reference)
+            have_reference.update(r["split"] for r in rows if r["kind"] == "reference")
+            out.extend(rows)
+    return Table(key="table4_verifiers", title="Table 4: solved instances per verifier under time budgets",
+                 frame=pd.DataFrame(out), index=("split", "run", "solver", "kind"),
+                 metrics=TABLE4_METRICS, caption=TABLE4_CAPTION + " One row per run × verifier × split.")
 
 
 SPEEDUP_BINS = (0.0, 0.5, 1.0, 1.5, 2.0, 5.0, float("inf"))
@@ -186,7 +325,7 @@ def _distribution_tables(run_dir: Path, manifest: dict[str, Any], baseline: pd.D
     tables = []
     for split in sorted(set(rows["split"])) if len(rows) else []:
         part = rows[rows["split"] == split]
-        speed = pd.to_numeric(_col(part, "speedup"), errors="coerce")
+        speed = pd.to_numeric(column(part, "speedup"), errors="coerce")
         out: list[dict[str, Any]] = []
         for lo, hi in zip(SPEEDUP_BINS, SPEEDUP_BINS[1:], strict=False):
             out.append({"speedup_from": lo, "speedup_to": hi, "instances": int(((speed >= lo) & (speed < hi)).sum())})
@@ -196,10 +335,15 @@ def _distribution_tables(run_dir: Path, manifest: dict[str, Any], baseline: pd.D
         frame.insert(0, "split", split)
         frame["covered"], frame["missing"] = len(part), expected.get(split, len(part)) - len(part)
         tables.append(Table(key=f"speedup_distribution_{split}", title=f"Speedup distribution ({split} split)",
-                            frame=frame, caption="Instances per speedup bin [from, to); covered = instance records."))
+                            frame=frame, caption="Instances per speedup bin [from, to); covered = instance records.",
+                            index=("split", "speedup_from", "speedup_to"),
+                            metrics={"instances": Metric("count", unit="instances")},
+                            plots=(Plot("bar", x="speedup_from", x_to="speedup_to", y=("instances",),
+                                        x_label="speedup = baseline time / (generation + decision time)",
+                                        y_label="instances"),)))
         base = baseline[baseline["instance_id"].map(_split_of) == split] if len(baseline) else baseline
-        total = pd.to_numeric(_col(part, "total_time_s"), errors="coerce")
-        decided = _col(part, "decision").isin(["TRUE", "FALSE"])
+        total = pd.to_numeric(column(part, "total_time_s"), errors="coerce")
+        decided = column(part, "decision").isin(["TRUE", "FALSE"])
         curve = []
         for t in [b for b in BUDGET_GRID_S if b <= budget]:
             r = {"split": split, "budget_s": t, "covered": len(part),
@@ -211,67 +355,24 @@ def _distribution_tables(run_dir: Path, manifest: dict[str, Any], baseline: pd.D
             curve.append(r)
         tables.append(Table(key=f"solved_vs_budget_{split}", title=f"Solved instances vs time budget ({split} split)",
                             frame=pd.DataFrame(curve),
-                            caption="Baseline: verifier alone; arm: generation + decision time."))
+                            caption="Baseline: verifier alone; arm: generation + decision time.",
+                            index=("split", "budget_s"),
+                            metrics={"baseline_solved": Metric("count", unit="instances"),
+                                     "arm_solved": Metric("count", sampled=_sampled(manifest), unit="instances")},
+                            plots=(Plot("line", x="budget_s", y=("baseline_solved", "arm_solved"),
+                                        x_label="time budget (s)", y_label="instances solved",
+                                        log_x=True),)))
     return tables
 
 
-def _svg_bars(labels: list[str], values: list[int], title: str) -> str:
-    w, h, pad = 420, 200, 30
-    top = max(values + [1])
-    bw = (w - 2 * pad) / max(len(values), 1)
-    parts = [f'<svg width="{w}" height="{h + 40}" xmlns="http://www.w3.org/2000/svg">',
-             f'<text x="{pad}" y="14" font-size="12">{html.escape(title)}</text>']
-    for i, (lab, v) in enumerate(zip(labels, values, strict=True)):
-        bh = (h - pad) * v / top
-        x, y = pad + i * bw, h - bh
-        parts.append(f'<rect x="{x + 2:.1f}" y="{y:.1f}" width="{bw - 4:.1f}" height="{bh:.1f}" fill="#4a7ebb"/>')
-        parts.append(f'<text x="{x + bw / 2:.1f}" y="{y - 3:.1f}" font-size="10" text-anchor="middle">{v}</text>')
-        parts.append(f'<text x="{x + bw / 2:.1f}" y="{h + 14}" font-size="9" text-anchor="middle">'
-                     f"{html.escape(lab)}</text>")
-    return "".join(parts) + "</svg>"
-
-
-def _svg_lines(xs: list[float], series: dict[str, list[int]], title: str) -> str:
-    w, h, pad = 420, 200, 30
-    top = max([max(v) for v in series.values() if v] + [1])
-    n = max(len(xs) - 1, 1)
-    parts = [f'<svg width="{w}" height="{h + 40}" xmlns="http://www.w3.org/2000/svg">',
-             f'<text x="{pad}" y="14" font-size="12">{html.escape(title)}</text>']
-    for (name, ys), color in zip(series.items(), ("#4a7ebb", "#d9822b"), strict=False):
-        pts = " ".join(f"{pad + i * (w - 2 * pad) / n:.1f},{h - (h - pad) * y / top:.1f}" for i, y in enumerate(ys))
-        parts.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
-        parts.append(f'<text x="{w - pad}" y="{h - (h - pad) * ys[-1] / top - 4:.1f}" font-size="10" '
-                     f'text-anchor="end" fill="{color}">{html.escape(name)}</text>')
-    for i, x in enumerate(xs):
-        parts.append(f'<text x="{pad + i * (w - 2 * pad) / n:.1f}" y="{h + 14}" font-size="9" '
-                     f'text-anchor="middle">{x:g}s</text>')
-    return "".join(parts) + "</svg>"
-
-
-def plots_html(tables: list[Table]) -> str:
-    """One HTML page with the speedup distribution and solved-vs-budget plots (inline SVG)."""
-    body = []
-    for t in tables:
-        f = t.frame
-        if t.key.startswith("speedup_distribution_") and len(f):
-            labels = [f"[{a:g},{b:g})" if pd.notna(a) else "none" for a, b in zip(f["speedup_from"], f["speedup_to"], strict=True)]
-            body.append(_svg_bars(labels, [int(v) for v in f["instances"]], t.title))
-        elif t.key.startswith("solved_vs_budget_") and len(f):
-            body.append(_svg_lines([float(x) for x in f["budget_s"]],
-                                   {"baseline": [int(v) for v in f["baseline_solved"]],
-                                    "arm": [int(v) for v in f["arm_solved"]]}, t.title))
-    return "<!doctype html><html><body><h2>InvBench plots</h2>\n" + "\n".join(body) + "\n</body></html>\n"
-
-
 def build_tables(run_dir: Path, manifest: dict[str, Any], stages: dict[str, pd.DataFrame]) -> list[Table]:
-    """All InvBench tables of one run; also writes ``tables/invbench_plots.html`` (two plots)."""
+    """All InvBench tables of one run (the distribution tables declare their plots, which
+    `launch report` draws)."""
     baseline = stages.get("baseline", pd.DataFrame())
     verify = stages.get("verify", pd.DataFrame())
-    tables = [*_speedup_table(run_dir, manifest, verify), *_solved_table(run_dir, manifest, baseline, verify)]
+    tables = [*_speedup_table(run_dir, manifest, verify), *_verifiers_table(run_dir, manifest, baseline, verify),
+              *_solved_table(run_dir, manifest, baseline, verify)]
     tables += _distribution_tables(run_dir, manifest, baseline, verify)
-    out = run_dir / "tables"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "invbench_plots.html").write_text(plots_html(tables), encoding="utf-8")
     return tables
 
 
@@ -294,4 +395,7 @@ def compare_runs(runs: list[tuple[str, Path, dict[str, Any], dict[str, pd.DataFr
                else "Table 6: comparison of runs (e.g. base vs fine-tuned model)"),
         frame=frame,
         caption="Columns as in Table 2; one row per run and split. Compare rows of the same split only.",
+        index=("run", "split", "model", "arm", "N"),
+        metrics={c: Metric("rate" if c.startswith("pct_") else "mean", unit="%" if c.startswith("pct_") else "×")
+                 for c in ("pct_correct_invariant", "pct_speedup", "speedup_gt1", "speedup_all")},
     )

@@ -1,14 +1,15 @@
 """Merge the shard records of one stage into one DataFrame, with coverage.
 
-Only shards whose DONE marker exists and whose records.parquet matches the
-digest in it are read; anything else counts as missing, never as data.
-`aggregate` reads files only: it shares the run-directory format with `launch`
-(docs/run-directory.md), not its code.
+Only complete shards are read — complete as `aggregate/completion.py` defines it for
+`status` and `resume` too: a DONE marker for the shard's current inputs (a stale
+downstream shard of a redone upstream is *not* complete, even with an intact file)
+and a records file matching its digest.  Anything else counts as missing, never as
+data.  `aggregate` reads files only: it shares the run-directory format with
+`launch` (docs/run-directory.md), not its code.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,14 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from .completion import (
+    ShardCompletion,
+    check_instances_file,
+    complete_shards,
+    read_shard_entries,
+    task_stages,
+)
 
 
 @dataclass
@@ -40,36 +49,60 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
         return json.load(f)
 
 
-def instance_ids(run_dir: Path) -> list[str]:
+def instance_ids(run_dir: Path, manifest: dict[str, Any] | None = None) -> list[str]:
+    """Every instance id of the run; an instance list that no longer matches the plan is
+    an error naming the file (an emptied file would otherwise read as "missing -24")."""
+    entries = read_shard_entries(run_dir)
+    problem = check_instances_file(run_dir, entries)
+    if problem:
+        raise ValueError(problem)
     with open(run_dir / "instances.jsonl", "rb") as f:
         return [json.loads(line)["id"] for line in f]
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+def planned_instances(run_dir: Path, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The rows of the run's instance list (id, split, meta...), or None where the run
+    directory has none: task tables count what was planned — per split, per attribute —
+    so that an instance without records shows as missing, never as absent."""
+    path = Path(run_dir) / str(manifest.get("instances_file", "instances.jsonl"))
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
-def shard_table(run_dir: Path, stage: str, shard: int) -> pa.Table | None:
+def column(df: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
+    """A column of merged records, or `default` on every row where no record has it (shards
+    whose stage never wrote it, or every record of that kind refused before it)."""
+    return df[name] if name in df else pd.Series([default] * len(df), index=df.index)
+
+
+Completion = dict[str, list[ShardCompletion]]
+
+
+def shard_table(run_dir: Path, stage: str, shard: int,
+                completion: Completion | None = None) -> pa.Table | None:
     """The shard's records, or None when it is not (verifiably) complete."""
-    d = run_dir / "shards" / stage / str(shard)
+    if completion is None:
+        completion = complete_shards(run_dir, read_manifest(run_dir))
+    if stage not in completion or not completion[stage][shard].complete:
+        return None
     try:
-        with open(d / "DONE", encoding="utf-8") as f:
-            marker = json.load(f)
-        if _sha256(d / "records.parquet") != marker.get("output_sha256"):
-            return None
-        return pq.read_table(d / "records.parquet")
-    except (OSError, ValueError, pa.ArrowException):
+        return pq.read_table(run_dir / "shards" / stage / str(shard) / "records.parquet")
+    except (OSError, pa.ArrowException):
         return None
 
 
 def load_stage(run_dir: Path, stage: str, manifest: dict[str, Any] | None = None,
-               ids: list[str] | None = None) -> StageRecords:
+               ids: list[str] | None = None, completion: Completion | None = None,
+               ) -> StageRecords:
     manifest = manifest or read_manifest(run_dir)
     ids = ids if ids is not None else instance_ids(run_dir)
+    if completion is None:
+        completion = complete_shards(run_dir, manifest)
     frames, missing = [], []
     for k in range(int(manifest["shards"])):
-        t = shard_table(run_dir, stage, k)
+        t = shard_table(run_dir, stage, k, completion)
         if t is None:
             missing.append(k)
         elif t.num_rows:
@@ -90,8 +123,15 @@ def _nullable(t: pa.DataType) -> Any:
     return None
 
 
-def load_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, StageRecords]]:
+def load_run(run_dir: Path, completion: Completion | None = None,
+             ) -> tuple[dict[str, Any], dict[str, StageRecords]]:
+    """Manifest and the records of every stage's complete shards.  `completion` (from
+    `aggregate.completion.complete_shards`) saves a second digest pass when the caller
+    has already checked the shards."""
+    run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     ids = instance_ids(run_dir)
-    stages = [s["name"] for s in manifest["stages"] if s.get("added_by") != "launch"]
-    return manifest, {s: load_stage(run_dir, s, manifest, ids) for s in stages}
+    if completion is None:
+        completion = complete_shards(run_dir, manifest)
+    stages = [s["name"] for s in task_stages(manifest)]
+    return manifest, {s: load_stage(run_dir, s, manifest, ids, completion) for s in stages}

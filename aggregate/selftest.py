@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from .table import Table
+from .table import Metric, Table
 
 
 def build_tables(run_dir: Path, manifest: dict[str, Any],
@@ -29,6 +29,11 @@ def build_tables(run_dir: Path, manifest: dict[str, Any],
         "covered": covered, "missing": expected - covered,
     }
     return [Table(key="selftest", title="Self-test: work and check agreement",
-                  frame=pd.DataFrame([row]),
+                  frame=pd.DataFrame([row]), index=("dataset",),
+                  metrics={"work_ok": Metric("count"),
+                           "work_error": Metric("count", higher_is_better=False),
+                           "agree": Metric("count"),
+                           "disagree": Metric("count", higher_is_better=False),
+                           "no_value": Metric("count", higher_is_better=False)},
                   caption="agree: `check` recomputed the value `work` recorded. "
                           "Any `disagree` means records were lost or mixed up between stages.")]

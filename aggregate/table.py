@@ -41,6 +41,32 @@ class Metric:
     unit: str = ""
 
 
+PlotKind = Literal["bar", "line"]
+
+
+@dataclass(frozen=True)
+class Plot:
+    """How `launch report` draws a table (matplotlib → inline SVG), declared by the task so the
+    report needs no task names: CE-Bench accuracy per category is ``Plot("bar", x="category",
+    y=("accuracy",))``, DafnyComp pass@k curves ``Plot("line", x="k", y=("pass_at_k",),
+    series="model")``.
+
+    - ``bar``: one group of bars per row, labelled by `x` (or by the interval ``[x, x_to)``
+      when `x_to` is given; a row whose `x` is null is labelled "none"), one bar per `y` column.
+    - ``line``: `x` numeric; one line per `y` column, and per value of `series` when given.
+    """
+
+    kind: PlotKind
+    x: str
+    y: tuple[str, ...]
+    x_label: str = ""            # axis titles; the unit belongs in them, e.g. "time budget (s)"
+    y_label: str = ""
+    title: str = ""              # default: the table's title
+    series: str | None = None    # column splitting rows into lines / bar groups (e.g. "model")
+    x_to: str | None = None      # bar: upper edge column, for interval labels
+    log_x: bool = False
+
+
 @dataclass
 class Table:
     key: str        # file stem, e.g. "table2_invbench_easy"
@@ -55,3 +81,5 @@ class Table:
     # Per-instance values behind ``mean`` metrics: the `index` columns, ``instance_id`` and one
     # column per such metric.  None when the table has no mean metric worth testing.
     samples: pd.DataFrame | None = None
+    # How `launch report` draws this table; empty: the table is shown, not plotted.
+    plots: tuple[Plot, ...] = ()

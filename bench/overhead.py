@@ -75,6 +75,7 @@ def synthetic_run(root: Path, shards: int) -> RunDir:
                 h = input_hash(manifest["identity"], stage, k, shards, spans[k], up)
                 rd.done(stage, k).write_text(json.dumps({
                     "input_hash": h, "output_sha256": digest, "parquet_bytes": len(blob),
+                    "parquet_mtime_ns": rd.records(stage, k).stat().st_mtime_ns,
                     "records": 1}))
                 up = [("work", digest)]
             elif kind == 6 and stage == "work":

@@ -1,11 +1,23 @@
-"""Benchmark of the embedded Z3 verifier on InvBench (issue 3).
+"""Benchmark of the embedded Z3 verifier on InvBench (issues 3 and 9).
 
     python bench/verifier.py [--timeout 60] [--jobs 2] [--split easy|training] [--limit N]
+                             [--floor 20] [--candidates 200]
 
-Prints: decided rate, wrong verdicts against UAutomizer's (must be 0), median/p90
-wall time, the reasons that keep the rest undecided (grouped by construct), and
-candidate-check latency (median ms per `check_candidate` on the training set's
-UAutomizer invariants).  Exit code 1 when any verdict is wrong.
+Every query goes through the production path — `verifiers.registry.get_verifier("z3")`
+→ `Verifier.run` → the runner (fork server, limits, log files) — so the figures are
+what a shard pays.  Prints:
+
+- the **floor**: wall time of a trivial program (`TRIVIAL`: one unreachable error call),
+  median and p90 over `--floor` queries, beside the same program solved in this
+  process (no process at all) — their difference is the per-query overhead;
+- on the split: decided rate, wrong verdicts against UAutomizer's (must be 0),
+  median/p90 wall time (all, decided), and the floor again beside the median, the
+  reasons that keep the rest undecided (grouped by construct);
+- candidate-check latency (median ms per `check_candidate` on the training set's
+  UAutomizer invariants).
+
+Exit code 1 when any verdict is wrong.  To compare an older checkout, run this file
+with ``VERIBATCH_BENCH_REPO=/path/to/checkout`` (only `Verifier.run` is needed there).
 """
 
 from __future__ import annotations
@@ -13,24 +25,31 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os  # noqa: E402
 import re
 import statistics
-import subprocess
 import sys
+import tempfile  # noqa: E402
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[1]
+REPO = Path(os.environ.get("VERIBATCH_BENCH_REPO") or HERE).resolve()
 sys.path.insert(0, str(REPO))
 
 from verifiers import cfront  # noqa: E402
-from verifiers.base import FinishedRun, Query  # noqa: E402
+from verifiers.base import Query  # noqa: E402
+from verifiers.registry import get_verifier  # noqa: E402
 from verifiers.result import Limits  # noqa: E402
-from verifiers.z3 import Z3Tool  # noqa: E402
-from verifiers.z3c import api  # noqa: E402
+from verifiers.z3c import api, portfolio  # noqa: E402
 
-DATA = REPO.parent / "shared" / "data" / "invbench" / "Dataset"
+DATA = Path(os.environ.get("VERIBATCH_SHARED_DATA") or HERE.parent / "shared" / "data") \
+    / "invbench" / "Dataset"
+# Trivial, but with an error call to rule out, so a portfolio member really runs.
+TRIVIAL = ("extern void reach_error(void);\n"
+           "int main(void) { int x = 0; if (x != 0) reach_error(); return 0; }\n")
+_FLOOR: dict[str, float] = {}
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -65,18 +84,14 @@ def run_split(split: str, timeout: float, jobs: int, limit: int | None) -> int:
     if limit:
         files = files[:limit]
 
-    tool = Z3Tool()
-    exe = tool.executable()
+    verifier = get_verifier("z3")
+    logs = Path(tempfile.mkdtemp(prefix="vb-bench-verifier-"))
 
     def one(name: str):
-        # The production path: the tool's own command line in a separate process.
-        argv = tool.cmdline(exe, Query((folder / name,)), Limits(wall_s=timeout + 1), folder)
+        # The production path: what a shard's verifier query costs, start-up included.
         t0 = time.monotonic()
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 60,
-                              cwd=REPO)
-        wall = time.monotonic() - t0
-        verdict = tool.determine_result(FinishedRun(proc.returncode, None, proc.stdout, "exit"))
-        return name, verdict, wall
+        res = verifier.run(Query((folder / name,)), Limits(wall_s=timeout + 1), logs / name)
+        return name, res, time.monotonic() - t0
 
     t_start = time.monotonic()
     results = []
@@ -106,10 +121,47 @@ def run_split(split: str, timeout: float, jobs: int, limit: int | None) -> int:
     if dtimes:
         print(f"wall time decided: median {statistics.median(dtimes):.2f}s "
               f"p90 {_pct(dtimes, 0.9):.2f}s")
+    if _FLOOR:
+        print(f"floor {1000 * _FLOOR['median']:.0f} ms  vs  median solve time (decided) "
+              f"{1000 * statistics.median(dtimes or [float('nan')]):.0f} ms  "
+              f"(floor = {100 * _FLOOR['median'] / statistics.median(dtimes or [1]):.0f}% of it)")
     print("undecided, by reason:")
     for g, n in groups.most_common():
         print(f"  {n:4d}  {g}")
     return len(wrong)
+
+
+def floor(n: int) -> None:
+    """Per-query overhead: a trivial program through the production path vs in this process."""
+    verifier = get_verifier("z3")
+    tmp = Path(tempfile.mkdtemp(prefix="vb-bench-floor-"))
+    prog = tmp / "trivial.c"
+    prog.write_text(TRIVIAL)
+    first_t0 = time.monotonic()
+    first = verifier.run(Query((prog,)), Limits(wall_s=30), tmp / "first")
+    first_s = time.monotonic() - first_t0
+    walls: list[float] = []
+    tool_walls: list[float] = []
+    for i in range(n):
+        t0 = time.monotonic()
+        res = verifier.run(Query((prog,)), Limits(wall_s=30), tmp / f"q{i}")
+        walls.append(time.monotonic() - t0)
+        tool_walls.append(res.wall_s)
+        assert res.status.value == "TRUE", res
+    inproc: list[float] = []
+    for _ in range(max(3, n // 2)):
+        t0 = time.monotonic()
+        portfolio.verify_text(TRIVIAL, 30, in_process=True)
+        inproc.append(time.monotonic() - t0)
+    med, solve = statistics.median(walls), statistics.median(inproc[1:])
+    _FLOOR["median"] = med
+    enforced = getattr(res, "limits_enforced_by", None) or "process group (direct child)"
+    print(f"floor: trivial program through Verifier.run, {n} queries: median {1000 * med:.0f} ms, "
+          f"p90 {1000 * _pct(walls, 0.9):.0f} ms (tool wall median "
+          f"{1000 * statistics.median(tool_walls):.0f} ms); first query {1000 * first_s:.0f} ms "
+          f"({first.status}, start-up paid once)")
+    print(f"floor: same program solved in this process: median {1000 * solve:.1f} ms  →  "
+          f"per-query overhead {1000 * (med - solve):.0f} ms  [{enforced}]")
 
 
 def candidate_latency(n_programs: int) -> None:
@@ -151,7 +203,14 @@ def main() -> int:
     ap.add_argument("--split", choices=("easy", "training"), default="easy")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--candidates", type=int, default=200, help="training programs for latency")
+    ap.add_argument("--floor", type=int, default=20, help="queries of a trivial program (0: skip)")
+    ap.add_argument("--floor-only", action="store_true", help="measure the floor and stop")
     args = ap.parse_args()
+    print(f"code: {REPO}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    if args.floor:
+        floor(args.floor)
+    if args.floor_only:
+        return 0
     wrong = run_split(args.split, args.timeout, args.jobs, args.limit)
     if args.candidates:
         candidate_latency(args.candidates)

@@ -4,6 +4,12 @@ Greedy requests with identical sampling are batched (left padding); sampled requ
 run one at a time with ``torch.manual_seed(seed)`` so that a request's samples depend
 only on its own seed, never on which other requests shared its batch — otherwise a
 resumed shard would not reproduce what a fresh one produced.
+
+Generation time is per request (`Completion.latency_s`): a step clock records when each
+decoding step of a batch ends, and a request's time is the time from the batch's start
+to the step that produced its last token — a short answer batched with a long one is not
+charged the long one's time (InvBench §4 speedups include each instance's own generation
+time).
 """
 
 from __future__ import annotations
@@ -29,6 +35,28 @@ def folder_revision(path: Path) -> str:
             with f.open("rb") as fh:
                 h.update(fh.read(1 << 20))
     return "local-" + h.hexdigest()[:12]
+
+
+def _step_clock(torch: Any) -> Any:
+    """A stopping criterion that never stops anything: it notes when each decoding step ends."""
+    from transformers import StoppingCriteria
+
+    class StepClock(StoppingCriteria):
+        def __init__(self) -> None:
+            self.stamps: list[float] = []
+
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            self.stamps.append(time.perf_counter())
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    return StepClock()
+
+
+def finish_time(stamps: list[float], t0: float, n_tokens: int, batch_end: float) -> float:
+    """Seconds from `t0` to the step that produced a sequence's `n_tokens`-th token."""
+    if not stamps or n_tokens <= 0:
+        return batch_end - t0
+    return stamps[min(n_tokens, len(stamps)) - 1] - t0
 
 
 class HFEngine(Engine):
@@ -134,10 +162,14 @@ class HFEngine(Engine):
             kwargs.update(do_sample=False, num_return_sequences=s.n)
         if s.stop:
             kwargs.update(stop_strings=list(s.stop), tokenizer=self.tokenizer)
+        from transformers import StoppingCriteriaList
+
+        clock = _step_clock(torch)
+        kwargs["stopping_criteria"] = StoppingCriteriaList([clock])
         t0 = time.perf_counter()
         with torch.no_grad():
             out = self.lm.generate(**enc, **kwargs)
-        latency = time.perf_counter() - t0
+        batch_end = time.perf_counter()
 
         eos = kwargs["eos_token_id"]
         eos_ids = set(eos if isinstance(eos, list) else [eos])
@@ -146,6 +178,7 @@ class HFEngine(Engine):
         for b, r in enumerate(batch):
             prompt_tokens = int(enc["attention_mask"][b].sum().item())
             comps = []
+            longest = 0
             for k in range(s.n):
                 gen = out[b * s.n + k, width:].tolist()
                 n_tok, hit_eos = len(gen), False
@@ -161,14 +194,19 @@ class HFEngine(Engine):
                 finish = "stop" if (hit_eos or hit_stop) else "length"
                 if not hit_eos and not hit_stop and n_tok < s.max_tokens:
                     finish = "stop"  # halted by a stop string that decoding normalised away
+                longest = max(longest, n_tok)
                 comps.append(
                     Completion(
                         request_id=r.id, index=k, text=text, finish_reason=finish,
-                        prompt_tokens=prompt_tokens, completion_tokens=n_tok, latency_s=latency,
+                        prompt_tokens=prompt_tokens, completion_tokens=n_tok, latency_s=0.0,
                         engine=self.engine, model=self.model, model_revision=self.revision,
                         sampling=r.sampling.to_json(),
                     )
                 )
+            # the request is done when its last sample is: one time for all of its samples
+            own = finish_time(clock.stamps, t0, longest, batch_end)
+            for c in comps:
+                c.latency_s = own
             results.append(comps)
         return results
 

@@ -6,8 +6,9 @@ connections are retried with exponential backoff (honouring ``Retry-After``), ot
 4xx are not.  Whatever still fails, or comes back unparsable, becomes an error
 completion for that request — the batch goes on.
 
-The API key is read from the environment (``OPENAI_API_KEY`` by default) at the moment
-a request is sent and is never stored on the engine, in completions, logs or errors.
+The API key is read from the environment (``OPENAI_API_KEY`` by default) — or, for a
+`launch serve` directory, from its endpoint.json (mode 0600) — at the moment a request is
+sent, and is never stored on the engine, in completions, logs or errors.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class OpenAIEngine(Engine):
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
     ) -> None:
+        if not base_url and not serve_dir and not os.environ.get("OPENAI_BASE_URL"):
+            serve_dir = os.environ.get("VERIBATCH_SERVE_DIR") or None
         if serve_dir and not base_url:  # a `launch serve` directory: read its endpoint file
             from inference.serve_job import read_endpoint
 
@@ -54,11 +57,15 @@ class OpenAIEngine(Engine):
             if not ep:
                 raise EngineError(f"openai: {serve_dir} has no endpoint.json; is the serve job up?")
             base_url = ep["url"]
+            self.serve_dir: Path | None = Path(serve_dir)
+        else:
+            self.serve_dir = None
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not base_url:
             raise EngineError(
-                "openai: no endpoint; pass base_url=... or set OPENAI_BASE_URL "
-                "(e.g. http://HOST:PORT/v1 of a `launch serve` job, or serve_dir=SERVE_DIR)"
+                "openai: no endpoint; pass base_url=... or set OPENAI_BASE_URL (any server), "
+                "or serve_dir=... / VERIBATCH_SERVE_DIR (a `launch serve` directory: URL and "
+                "token from its endpoint.json)"
             )
         self.model = model
         self.revision = ""
@@ -112,6 +119,10 @@ class OpenAIEngine(Engine):
         return body
 
     def _headers(self) -> dict[str, str]:
+        if self.serve_dir is not None:
+            from inference.serve_job import auth_headers
+
+            return auth_headers(self.serve_dir)
         key = os.environ.get(self.api_key_env)
         return {"Authorization": f"Bearer {key}"} if key else {}
 

@@ -4,9 +4,14 @@ A generate task (or a multi-node `launch serve` job) that needs more than one GP
 starts Ray itself: the head on the first allocated node, one worker per other node,
 each as an ``srun`` step running ``ray start --block`` so that SLURM owns the processes
 and cancelling the job kills them.  Several jobs may share a node, so every port Ray
-opens comes from a range derived from ``SLURM_JOB_ID`` (`ports_for_job`) — two jobs
-never collide on the default 6379.  Readiness is polled (GCS port open, then the
-expected number of alive nodes), never assumed after a fixed sleep.
+opens comes from one block of `PORT_SPAN` ports that is *verified* free on the head's
+node (`free_port_block`): chosen at random outside the kernel's ephemeral range
+(``/proc/sys/net/ipv4/ip_local_port_range``, where outgoing connections take their
+ports), every port of it bound once to check.  A block taken between the check and
+``ray start`` (another job, same moment) makes the head fail at once; the start is
+then retried with a new block.  Worker nodes bind the same node ports; a clash there
+fails ``ray start`` on that node with a clear error.  Readiness is polled (GCS port
+open, then the expected number of alive nodes), never assumed after a fixed sleep.
 
 Without SLURM (``launcher="local"``) the same class starts a one-node head directly,
 which is how it is tested on a machine without a cluster.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import secrets
 import shlex
 import signal
@@ -32,9 +38,10 @@ from typing import Any, cast
 
 from inference.errors import EngineError
 
-PORT_BASE = 20000
-PORT_SPAN = 100  # ports per job
-PORT_SLOTS = 440  # 20000 + 440 * 100 = 64000 < 65535
+PORT_SPAN = 100  # ports per job: Ray's fixed ports and its worker port range
+LOWEST_PORT = 10000  # below: well-known and registered services
+EPHEMERAL_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+START_ATTEMPTS = 3  # head starts with a fresh port block after a lost race
 
 
 @dataclass(frozen=True)
@@ -67,12 +74,48 @@ class RayPorts:
         ]
 
 
-def ports_for_job(job_id: int | str, base: int = PORT_BASE) -> RayPorts:
-    """Ports for SLURM job `job_id`: jobs whose ids differ modulo `PORT_SLOTS` never share one.
+def ephemeral_range(path: Path = EPHEMERAL_FILE) -> tuple[int, int]:
+    """The kernel's ephemeral port range (Linux default 32768–60999 when unreadable)."""
+    try:
+        lo, hi = (int(x) for x in path.read_text().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
 
-    Array tasks have their own ``SLURM_JOB_ID``, so two array elements on one node differ too.
+
+def port_is_free(port: int, host: str = "") -> bool:
+    """True when a TCP socket can bind `port` on `host` right now (no SO_REUSEADDR)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_block(span: int = PORT_SPAN, host: str = "", rng: random.Random | None = None,
+                    tries: int = 200) -> int:
+    """The first port of `span` consecutive ports, all free on `host`, outside the ephemeral range.
+
+    Blocks start at multiples of `span` between `LOWEST_PORT` and 65535 and lie wholly
+    below or above the ephemeral range; they are tried in random order (two jobs
+    starting at once rarely try the same block first) and each port is bound once.
     """
-    first = base + (int(job_id) % PORT_SLOTS) * PORT_SPAN
+    lo, hi = ephemeral_range()
+    firsts = [f for f in range(LOWEST_PORT - LOWEST_PORT % span + span, 65536 - span + 1, span)
+              if f + span - 1 < lo or f > hi]
+    if not firsts:
+        raise EngineError(f"no port block of {span} outside the ephemeral range {lo}-{hi}")
+    (rng or random.Random(secrets.randbits(64))).shuffle(firsts)
+    for first in firsts[:tries]:
+        if all(port_is_free(p, host) for p in range(first, first + span)):
+            return first
+    raise EngineError(f"no free block of {span} ports on {host or 'this node'} after {tries} tries "
+                      f"(outside the ephemeral range {lo}-{hi})")
+
+
+def ports_from(first: int) -> RayPorts:
+    """Ray's ports laid out in the block starting at `first` (see `free_port_block`)."""
     return RayPorts(
         gcs=first,
         dashboard=first + 1,
@@ -106,13 +149,16 @@ class RayCluster:
     temp_dir: Path | None = None
     ray_bin: str = "ray"
     ready_timeout_s: float = 300.0
+    ports: RayPorts | None = None  # None: a block verified free on this node at start
     procs: list[subprocess.Popen] = field(default_factory=list)
     _saved_env: dict[str, str | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.nodes:
             raise EngineError("ray cluster: no nodes")
-        self.ports = ports_for_job(self.job_id)
+        self._fixed_ports = self.ports is not None
+        if self.ports is None:
+            self.ports = ports_from(free_port_block(host=self._bind_host()))
         # Ray's socket paths must stay under ~107 bytes: keep the temp dir short.
         self.temp_dir = Path(self.temp_dir or f"/tmp/ray-{self.job_id}")
         # Ray >= 2.5x authenticates every RPC with a token.  Each cluster gets its own,
@@ -140,8 +186,12 @@ class RayCluster:
         return cls(nodes=nodes, job_id=job_id, gpus_per_node=int(gpus) if gpus else None,
                    cpus_per_node=int(cpus) if cpus else None, **kw)
 
+    def _bind_host(self) -> str:
+        return "" if self.launcher == "srun" else self.head_ip
+
     @property
     def address(self) -> str:
+        assert self.ports is not None
         return f"{self.head_ip}:{self.ports.gcs}"
 
     def _resources(self) -> list[str]:
@@ -153,6 +203,7 @@ class RayCluster:
         return args
 
     def head_command(self) -> list[str]:
+        assert self.ports is not None
         ray = [
             self.ray_bin, "start", "--head", "--block",
             f"--node-ip-address={self.head_ip}",
@@ -173,6 +224,7 @@ class RayCluster:
         workers = self.nodes[1:]
         if not workers:
             return None
+        assert self.ports is not None
         ray = [
             self.ray_bin, "start", "--block", f"--address={self.address}",
             f"--temp-dir={self.temp_dir}", *self.ports.node_args(), *self._resources(),
@@ -192,14 +244,29 @@ class RayCluster:
             self._saved_env[k] = os.environ.get(k)
             os.environ[k] = v  # the driver (ray.init, state API) must present the same token
         _reload_ray_token()
-        self.procs.append(subprocess.Popen(self.head_command(), start_new_session=True,
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
-        self._wait_port()
+        for attempt in range(START_ATTEMPTS):
+            # Ray caches its auth mode per process: the environment stays set between tries.
+            self._keep_env = attempt < START_ATTEMPTS - 1 and not self._fixed_ports
+            head = subprocess.Popen(self.head_command(), start_new_session=True,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            self.procs.append(head)
+            try:
+                self._wait_port(head)  # on failure everything is stopped
+                self._wait_nodes(1)  # the GCS answers: a port opened by someone else never does
+                break
+            except EngineError as e:
+                if not (self._keep_env and "exited with" in str(e)):  # not a lost race
+                    self._keep_env = False
+                    self.stop()
+                    raise
+                # Most likely a port of the block was taken since it was checked: a new block.
+                self.ports = ports_from(free_port_block(host=self._bind_host()))
+        self._keep_env = False
         worker = self.worker_command()
         if worker:
             self.procs.append(subprocess.Popen(worker, start_new_session=True,
                                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
-        self._wait_nodes()
+        self._wait_nodes(len(self.nodes))
         return self
 
     def _check_alive(self) -> None:
@@ -209,12 +276,14 @@ class RayCluster:
                 self.stop()
                 raise EngineError(f"ray cluster: `{shlex.join(cast(list[str], p.args))}` exited with {p.returncode}: {err}")
 
-    def _wait_port(self) -> None:
+    def _wait_port(self, head: subprocess.Popen) -> None:
+        assert self.ports is not None
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
             self._check_alive()
             with contextlib.suppress(OSError), socket.create_connection((self.head_ip, self.ports.gcs), 1):
-                return
+                if self.launcher != "local" or _listens(head.pid, self.ports.gcs):
+                    return
             time.sleep(0.2)
         self.stop()
         raise EngineError(f"ray cluster: head did not open {self.address} within {self.ready_timeout_s:g} s")
@@ -228,19 +297,19 @@ class RayCluster:
         return len(client.get_all_node_info(timeout=5,
                                             state_filter=GcsNodeInfo.GcsNodeState.ALIVE))
 
-    def _wait_nodes(self) -> None:
+    def _wait_nodes(self, count: int) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
         last: Exception | None = None
         while time.monotonic() < deadline:
             self._check_alive()
             try:
-                if self.alive_nodes() >= len(self.nodes):
+                if self.alive_nodes() >= count:
                     return
             except Exception as exc:  # noqa: BLE001 (not up yet)
                 last = exc
             time.sleep(0.5)
         self.stop()
-        raise EngineError(f"ray cluster: fewer than {len(self.nodes)} nodes joined {self.address} "
+        raise EngineError(f"ray cluster: fewer than {count} nodes joined {self.address} "
                           f"within {self.ready_timeout_s:g} s ({last})")
 
     def stop(self, grace_s: float = 15.0) -> None:
@@ -263,6 +332,8 @@ class RayCluster:
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait()
         self.procs.clear()
+        if getattr(self, "_keep_env", False):
+            return
         for k, old in self._saved_env.items():
             if old is None:
                 os.environ.pop(k, None)
@@ -278,9 +349,33 @@ class RayCluster:
         self.stop()
 
 
-def _reload_ray_token() -> None:
-    """Ray caches the auth token per process; make it re-read the environment."""
-    with contextlib.suppress(Exception):  # a private API; absent in older Ray (no auth)
-        from ray._raylet import AuthenticationTokenLoader  # type: ignore[attr-defined]
+def _listens(pid: int, port: int) -> bool:
+    """Whether `pid` or one of its descendants listens on TCP `port` (the local launcher's check
+    that an open port is our head's, not another job's that took the block meanwhile)."""
+    import psutil
 
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return False
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                   for c in p.net_connections(kind="tcp")):
+                return True
+    return False
+
+
+def _reload_ray_token() -> None:
+    """Ray caches its auth config and token per process: make it re-read the environment.
+
+    The config first (it holds the auth mode, read when ray was imported — in a process
+    that imported ray before the cluster existed it still says "disabled"), then the
+    token cache, in the order Ray's own test helpers use.
+    """
+    with contextlib.suppress(Exception):  # a private API; absent in older Ray (no auth)
+        from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
+
+        Config.initialize("")
         AuthenticationTokenLoader.instance().reset_cache()

@@ -5,6 +5,9 @@ smoke model, an `hf:` model), and what the `openai:` engine is tested against.  
 speaks the subset clients of this toolkit use: ``POST /v1/chat/completions`` (no
 streaming), ``GET /v1/models``, ``GET /health``.
 
+With a `token`, every route but ``/health`` needs ``Authorization: Bearer TOKEN``
+(401 otherwise); `launch serve` always sets one (see `inference.serve_job`).
+
 Concurrent HTTP requests are queued and handed to the engine in micro-batches by one
 worker thread, so the engine (which is not thread-safe) sees batches as it would in an
 offline run, and many clients still get batched throughput.
@@ -16,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hmac
 import json
+import os
 import queue
 import sys
 import threading
@@ -106,8 +111,10 @@ class EngineServer:
         served_name: str | None = None,
         max_batch: int = 16,
         batch_wait_s: float = 0.005,
+        token: str | None = None,
     ) -> None:
         self.engine = engine
+        self.token = token
         self.served_name = served_name or f"{engine.engine}:{engine.model}"
         self.max_batch = max_batch
         self.batch_wait_s = batch_wait_s
@@ -192,7 +199,19 @@ class EngineServer:
             def _error(self, code: int, message: str, kind: str) -> None:
                 self._send(code, {"error": {"message": message, "type": kind, "code": code}})
 
+            def _authorized(self) -> bool:
+                if server.token is None:
+                    return True
+                got = self.headers.get("Authorization") or ""
+                if hmac.compare_digest(got.encode(), f"Bearer {server.token}".encode()):
+                    return True
+                self._error(401, "missing or wrong bearer token (see endpoint.json of the "
+                                 "serve directory)", "authentication_error")
+                return False
+
             def do_GET(self) -> None:
+                if self.path != "/health" and not self._authorized():
+                    return
                 if self.path == "/health":
                     if server.ready.is_set():
                         self._send(200, {"status": "ok", "model": server.served_name})
@@ -205,6 +224,8 @@ class EngineServer:
                     self._error(404, f"no route {self.path}", "not_found")
 
             def do_POST(self) -> None:
+                if not self._authorized():
+                    return
                 if self.path not in ("/v1/chat/completions", "/chat/completions"):
                     self._error(404, f"no route {self.path}", "not_found")
                     return
@@ -241,9 +262,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--served-name", default=None)
+    ap.add_argument("--token-env", default=None,
+                    help="environment variable holding the bearer token clients must send")
     args = ap.parse_args(argv)
+    token = os.environ.get(args.token_env) if args.token_env else None
     with open_engine(args.model) as engine:
-        server = EngineServer(engine, host=args.host, port=args.port, served_name=args.served_name)
+        server = EngineServer(engine, host=args.host, port=args.port, served_name=args.served_name,
+                              token=token)
         server.start()
         print(f"serving {server.served_name} at {server.url}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):

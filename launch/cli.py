@@ -2,22 +2,29 @@
 
     launch <task> [options]     plan a run, write its manifest, run or submit its stages
     launch status RUN           per stage: shards done/running/pending/failed, instances done
-    launch resume RUN           re-run only incomplete (stage, shard) pairs
+    launch resume RUN           re-run only incomplete (stage, shard) pairs (--dry-run: say which)
     launch logs RUN [--failed]  error, shard log and SLURM output of shards
     launch cancel RUN           scancel the run's jobs / stop its local shard processes
     launch aggregate RUN        (re)build the run's tables
 
 Exit codes scripts can trust: 0 success (run complete); 1 the run is incomplete
 because shards failed; 2 bad input (unknown task/dataset/option/profile, run
-directory of another configuration, unwritable runs dir); 3 the cluster refused
-or is unreachable; 4 (`status` only) still running or pending, nothing failed.
+directory of another configuration, unwritable runs dir, a file system without
+locks); 3 the cluster refused or is unreachable; 4 still running or pending, nothing
+failed (`status`), or another launch/resume holds the run (`launch`, `resume`);
+130 interrupted (Ctrl-C).
 
-Other modules add commands through `launch/commands/<name>.py`, each defining
-``register(app, task_apps)``.
+Start-up is kept cheap so that `status` can be polled: this module imports only
+Typer; tasks, the executors, pyarrow and the extension commands are imported when a
+command needs them (`launch status` never imports a task or pyarrow; `launch --help`
+and `launch <task>` import the tasks and `launch/commands/*`).  Extension modules in
+`launch/commands/<name>.py` define ``register(app, task_apps)``; keep their top-level
+imports light too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import pkgutil
@@ -25,47 +32,78 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table as RichTable
+from typer.core import TyperGroup
 
-from inference.errors import EngineError, UnknownEngineError
-from tasks.base import DatasetError, UnknownNameError, get_task, task_names
-from verifiers.registry import UnknownToolError
+if TYPE_CHECKING:
+    import click
+    from rich.console import Console
+    from rich.table import Table as RichTable
 
-from .api import (
-    ExecChoice,
-    LaunchOutcome,
-    cancel_run,
-    launch_run,
-    plan_run,
-    resume_run,
-    run_directory,
-)
-from .executors.slurm import SubmitError
-from .finalize import aggregate_run
-from .instances import RunDirError
-from .manifest import RunConflictError
-from .plan import Plan, PlanError
-from .profiles import ProfileError
-from .rundir import RunDir, RunNotFoundError, resolve_run
-from .status import RunState, run_state
+    from .api import ExecChoice, LaunchOutcome
+    from .plan import Plan
+    from .rundir import RunDir
+    from .status import RunState
 
 SHARD_STATES = ("done", "running", "pending", "failed")
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INPUT, EXIT_CLUSTER, EXIT_IN_PROGRESS = 0, 1, 2, 3, 4
-# Every package owns its "unknown name" error (tasks, engines, verifiers), since
-# inference/ and verifiers/ import nothing of ours.
-INPUT_ERRORS = (UnknownNameError, UnknownEngineError, EngineError, UnknownToolError, DatasetError, PlanError,
-                ProfileError, RunConflictError, RunNotFoundError, RunDirError, ValueError)
+EXIT_INTERRUPTED = 130
+BUILTIN = ("status", "resume", "logs", "cancel", "aggregate")
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+
+class _LazyConsole:
+    """A rich Console made on first use: importing rich costs start-up time `--help` and
+    `status --json` do not need."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def get(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr, soft_wrap=True)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+
+out: Any = _LazyConsole(stderr=False)
+err: Any = _LazyConsole(stderr=True)
+
+
+class _LazyGroup(TyperGroup):
+    """The top-level group: task commands and `launch/commands/*` are added on first need.
+
+    `launch status RUN` never imports them; `launch --help`, a task name or an extension
+    command does (once)."""
+
+    def _load(self) -> None:
+        if getattr(self, "_loaded", False):
+            return
+        self._loaded = True
+        _load_everything()
+        fresh = typer.main.get_group(app)
+        for name, cmd in fresh.commands.items():
+            self.commands.setdefault(name, cmd)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self._load()
+        return super().get_command(ctx, cmd_name)
+
 
 app = typer.Typer(help="Run LLM program-verification benchmarks on a laptop or a SLURM cluster.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  cls=_LazyGroup)
 
 
 def fail(message: str, code: int) -> typer.Exit:
@@ -73,16 +111,50 @@ def fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _input_errors() -> tuple[type[BaseException], ...]:
+    """Every package owns its "unknown name" error (tasks, engines, verifiers), since
+    inference/ and verifiers/ import nothing of ours; imported only when something failed."""
+    from inference.errors import EngineError, UnknownEngineError
+    from tasks.base import DatasetError, UnknownNameError
+    from verifiers.registry import UnknownToolError
+
+    from .instances import RunDirError
+    from .locks import LockUnsupportedError
+    from .manifest import RunConflictError
+    from .plan import PlanError
+    from .profiles import ProfileError
+    from .rundir import RunNotFoundError
+
+    return (UnknownNameError, UnknownEngineError, EngineError, UnknownToolError, DatasetError,
+            PlanError, ProfileError, RunConflictError, RunNotFoundError, RunDirError,
+            LockUnsupportedError, FileNotFoundError, ValueError)
+
+
+def interrupted() -> typer.Exit:
+    err.print("interrupted; finished instances are kept in the ledgers "
+              "(launch resume RUN continues)", highlight=False)
+    return typer.Exit(EXIT_INTERRUPTED)
+
+
 def guarded(fn: Callable[[], Any]) -> Any:
     """Map known errors to a one-line message and a documented exit code."""
     try:
         return fn()
-    except SubmitError as e:
-        raise fail(str(e), EXIT_CLUSTER) from None
-    except INPUT_ERRORS as e:
-        raise fail(str(e), EXIT_INPUT) from None
-    except PermissionError as e:
-        raise fail(f"permission denied: {e.filename or e}", EXIT_INPUT) from None
+    except KeyboardInterrupt:
+        raise interrupted() from None
+    except Exception as e:
+        from .executors.slurm import SubmitError
+        from .locks import RunBusyError
+
+        if isinstance(e, SubmitError):
+            raise fail(str(e), EXIT_CLUSTER) from None
+        if isinstance(e, RunBusyError):
+            raise fail(str(e), EXIT_IN_PROGRESS) from None
+        if isinstance(e, PermissionError):
+            raise fail(f"permission denied: {e.filename or e}", EXIT_INPUT) from None
+        if isinstance(e, _input_errors()):
+            raise fail(str(e), EXIT_INPUT) from None
+        raise
 
 
 RunsDirOpt = Annotated[Path | None, typer.Option("--runs-dir", help="Where run directories live "
@@ -91,6 +163,8 @@ RunArg = Annotated[str, typer.Argument(help="Run id, run name, or path to a run 
 
 
 def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
+    from rich.table import Table as RichTable
+
     t = RichTable(title=f"plan {plan.run_id} → {root}")
     for col in ("stage", "resource", "needs", "shards", "instances/shard", "cpus", "gpus", "mem GB"):
         t.add_column(col)
@@ -105,17 +179,50 @@ def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
               f"model {plan.config.model or '(reference arms)'}, executor {choice.executor}"
               + (f", profile {choice.profile}" if choice.profile else ""), highlight=False)
     if choice.executor == "slurm":
+        from .profiles import job_time
+
         prof = choice.profile_obj()
         for s in plan.stages:
             spec = prof.for_resource(s.resource, s.name)
+            t = job_time(spec, {"resource": s.resource, "seconds_per_instance": s.seconds_per_instance},
+                         max(sizes), plan.config.model)
             out.print(f"  {s.name}: partition {spec.partition or '(cluster default)'}"
                       + (f", gres {spec.gres}" if spec.gres else "")
-                      + (f", time {spec.time_min} min" if spec.time_min else ""), highlight=False)
+                      + f", time {t.describe()}", highlight=False)
+    else:
+        from .executors.local import available_cpus
+
+        n, why = available_cpus()
+        out.print(f"  local executor: {choice.workers or n} CPU(s) for shard processes"
+                  + ("" if choice.workers else f" ({why})"), highlight=False)
+
+
+def _describe_todo(o: LaunchOutcome, choice: ExecChoice) -> None:
+    """`resume --dry-run`: what would be (re)submitted, and why, shard by shard."""
+    todo = o.plan
+    assert todo is not None
+    if not todo:
+        out.print(f"run {o.run_id}: nothing would be resubmitted", highlight=False)
+    else:
+        out.print(f"run {o.run_id}: `launch resume` would run {todo.count} shard(s) with the "
+                  f"{choice.executor} executor"
+                  + (f" (profile {choice.profile})" if choice.profile else ""), highlight=False)
+        for stage, shards in todo.shards.items():
+            for k in shards:
+                line = f"  {stage}/{k}: {todo.why.get((stage, k), '')}"
+                waits = [f"{u}/{k} (job {j})" for (u, uk), j in todo.waiting_on.items()
+                         if uk == k]
+                if waits and stage != next(iter(todo.shards)):
+                    line += f"; would wait for {', '.join(waits)}"
+                out.print(line, highlight=False)
+    if todo is not None and todo.supersede:
+        out.print("would scancel queued job(s) waiting on resubmitted work: "
+                  + ", ".join(sorted(set(todo.supersede.values()))), highlight=False)
 
 
 def _report(o: LaunchOutcome, quiet: bool = False) -> int:
     for n in o.notes:
-        err.print(n, highlight=False)
+        err.print(n, highlight=False, markup=False)
     s = o.submit
     if s is not None and not s.finished:
         for j in s.jobs:
@@ -140,14 +247,41 @@ def _report(o: LaunchOutcome, quiet: bool = False) -> int:
     return EXIT_OK if o.ok else EXIT_INCOMPLETE
 
 
+def _unmet(message: str) -> int:
+    """What a task could not run here: said after the stages that could run, exit 2."""
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    return EXIT_INPUT
+
+
+def _task_help(name: str) -> str:
+    """The task's own menu in `launch <task> --help`: datasets, -o options, strategies and
+    verifiers, read from the task itself so the help cannot drift from the code."""
+    from tasks.base import get_task
+
+    task = get_task(name)
+    opts = task.default_options()
+    paragraphs = [
+        f"Run the {name} benchmark.",
+        f"Datasets (--dataset; default {task.default_dataset}):\n"
+        + "\n".join(f"  {k}: {v}" for k, v in sorted(task.datasets().items())),
+        "Task options (-o KEY=VALUE; defaults shown):\n"
+        + ("\n".join(f"  {k}={v!r}" for k, v in opts.items()) or "  (none)"),
+        "Strategies (--strategy): " + ", ".join(task.strategies) + "\n"
+        + "Verifiers (--verifier): " + ", ".join(task.verifiers),
+    ]
+    # A paragraph after a \b line is printed as written (no rewrapping of the lists).
+    return paragraphs[0] + "".join("\n\n\b\n" + p for p in paragraphs[1:])
+
+
 def _task_app(name: str) -> typer.Typer:
-    sub = typer.Typer(help=f"Run the {name} benchmark (see `launch {name} --help`).",
-                      invoke_without_command=True, no_args_is_help=False)
+    sub = typer.Typer(help=_task_help(name), invoke_without_command=True, no_args_is_help=False)
 
     @sub.callback(invoke_without_command=True)
     def run(
         ctx: typer.Context,
-        dataset: Annotated[str | None, typer.Option(help="Dataset name or path.")] = None,
+        dataset: Annotated[str | None, typer.Option(help="Dataset name or path (listed above).")] = None,
         model: Annotated[str | None, typer.Option(help="Engine spec, e.g. hf:/path or "
                                                   "vllm:Qwen/Qwen2.5-72B-Instruct; none: "
                                                   "the task's reference arms.")] = None,
@@ -161,18 +295,19 @@ def _task_app(name: str) -> typer.Typer:
         shards: Annotated[int, typer.Option(help="Shards per stage.")] = 1,
         limit: Annotated[int | None, typer.Option(help="Use only K instances (the task's first K).")] = None,
         option: Annotated[list[str] | None, typer.Option("--option", "-o",
-                                                         help="Task option key=value; repeatable.")] = None,
+                                                         help="Task option KEY=VALUE (listed "
+                                                              "above); repeatable.")] = None,
         n: Annotated[int | None, typer.Option("--n", help="Samples per instance.")] = None,
         temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
         seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
         max_tokens: Annotated[int | None, typer.Option(help="Max completion tokens.")] = None,
-        strategy: Annotated[str | None, typer.Option(help="Task strategy name.")] = None,
-        verifier: Annotated[str | None, typer.Option(help="Verifier name.")] = None,
+        strategy: Annotated[str | None, typer.Option(help="Task strategy (listed above).")] = None,
+        verifier: Annotated[str | None, typer.Option(help="Verifier name (listed above).")] = None,
         runs_dir: RunsDirOpt = None,
         run_name: Annotated[str | None, typer.Option(help="Directory name for the run "
                                                      "(default: the run id).")] = None,
         workers: Annotated[int | None, typer.Option(help="Local executor: CPUs for shard "
-                                                    "processes (default: all of them).")] = None,
+                                                    "processes (default: those this process may use: its affinity mask, at most SLURM_CPUS_ON_NODE).")] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan, submit "
                                               "nothing.")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or "
@@ -180,6 +315,8 @@ def _task_app(name: str) -> typer.Typer:
     ) -> None:
         if ctx.invoked_subcommand is not None:
             return
+        from .api import ExecChoice, launch_run, plan_run, run_directory
+
         choice = ExecChoice(executor=executor, profile=profile, partitions=partition or (),
                             account=account, qos=qos, workers=workers)
         sampling = {"n": n, "temperature": temperature, "seed": seed, "max_tokens": max_tokens}
@@ -188,16 +325,25 @@ def _task_app(name: str) -> typer.Typer:
             plan = plan_run(name, dataset=dataset, model=model, sampling=sampling,
                             options=option or (), shards=shards, limit=limit,
                             strategy=strategy, verifier=verifier)
+            choice.validate([(s.name, s.resource) for s in plan.stages])
             root = run_directory(plan, runs_dir, run_name)
+            from tasks.base import get_task
+
+            unmet = get_task(name).unmet_requirements(plan.config)  # e.g. a verifier not here
             if dry_run:
                 _describe_plan(plan, root, choice)
-                return EXIT_OK
+                return _unmet(unmet) if unmet else EXIT_OK
+
             def ready(rd: RunDir, created: bool) -> None:
                 out.print(f"run {plan.run_id}: {rd.root}" + ("" if created else
                           " (existing: only what is incomplete runs)"), highlight=False)
 
-            return _report(launch_run(plan, root, choice, progress=not quiet, on_ready=ready),
+            code = _report(launch_run(plan, root, choice, progress=not quiet, on_ready=ready),
                            quiet)
+            if unmet:  # said last, so it is not lost above the tables; failed shards win
+                hint = _unmet(unmet)
+                return code if code != EXIT_OK else hint
+            return code
 
         raise typer.Exit(guarded(go))
 
@@ -205,16 +351,32 @@ def _task_app(name: str) -> typer.Typer:
 
 
 task_apps: dict[str, typer.Typer] = {}
-for _name in task_names():
-    task_apps[_name] = _task_app(_name)
-    app.add_typer(task_apps[_name], name=_name)
+_everything_loaded = False
+
+
+def _load_everything() -> None:
+    """Add a sub-command per task and the commands of `launch/commands/*` (once)."""
+    global _everything_loaded
+    if _everything_loaded:
+        return
+    _everything_loaded = True
+    from tasks.base import task_names
+
+    for name in task_names():
+        task_apps[name] = _task_app(name)
+        app.add_typer(task_apps[name], name=name)
+    _register_commands()
 
 
 def _load(run: str, runs_dir: Path | None) -> RunDir:
+    from .rundir import resolve_run
+
     return guarded(lambda: resolve_run(run, runs_dir))
 
 
 def _status_table(st: RunState) -> RichTable:
+    from rich.table import Table as RichTable
+
     t = RichTable(title=f"run {st.manifest['run_id']} ({st.rd.root})")
     for head in ("stage", "shards", "done", "running", "pending", "failed", "instances done"):
         t.add_column(head, justify="right" if head != "stage" else "left")
@@ -223,15 +385,33 @@ def _status_table(st: RunState) -> RichTable:
         t.add_row(name, str(len(col)), str(c["done"]), str(c["running"]), str(c["pending"]),
                   f"[red]{c['failed']}[/]" if c["failed"] else "0",
                   f"{sum(s.recorded for s in col)}/{sum(s.instances for s in col)}")
-    agg = st.aggregate.get("status")
+    agg = st.aggregate_state
     t.add_row("aggregate", "1", "1" if agg == "complete" else "0", "0",
-              "0" if agg == "complete" else "1", "0", agg or "not run")
+              "0" if agg == "complete" else "1", "0", agg)
     return t
 
 
 def _in_progress(st: RunState) -> bool:
-    return any(s.state in ("running", "pending") and (s.state == "running" or s.job_state)
+    return st.aggregating or any(s.state in ("running", "pending") and (s.state == "running" or s.job_state)
                for col in st.shards.values() for s in col)
+
+
+def _status_json(st: RunState) -> dict[str, Any]:
+    return {
+        "run_id": st.manifest["run_id"], "run_dir": str(st.rd.root), "complete": st.complete,
+        "stages": {name: {**{k: st.counts(name)[k] for k in SHARD_STATES}, "instances":
+                          sum(s.instances for s in col),
+                          "instances_done": sum(s.recorded for s in col)}
+                   for name, col in st.shards.items()},
+        "failed": [{"stage": s.stage, "shard": s.shard, "reason": s.reason, "job": s.job}
+                   for s in st.failed()],
+        "blocked": [{"stage": s.stage, "shard": s.shard, "reason": s.reason}
+                    for col in st.shards.values() for s in col if s.blocked],
+        "aggregate": st.aggregate_state,
+        "aggregate_job": st.aggregate_job,
+        "code_versions": dict(st.code_versions),
+        "problems": st.problems,
+    }
 
 
 @app.command()
@@ -242,26 +422,26 @@ def status(run: RunArg, runs_dir: RunsDirOpt = None,
            watch: Annotated[float | None, typer.Option(
                help="Refresh every SECONDS until nothing runs or is queued.")] = None) -> None:
     """Per stage: shards done/running/pending/failed and instances done (from the run dir)."""
+    from .status import run_state
+
     rd = _load(run, runs_dir)
     st = guarded(lambda: run_state(rd, live=live))
     if watch and not as_json:
-        with Live(_status_table(st), console=out, refresh_per_second=4) as view:
-            while _in_progress(st):
-                time.sleep(max(0.5, watch))
-                st = run_state(rd, live=live)
-                view.update(_status_table(st))
+        from rich.live import Live
+
+        try:
+            with Live(_status_table(st), console=out.get(), refresh_per_second=4) as view:
+                while _in_progress(st):
+                    time.sleep(max(0.5, watch))
+                    st = run_state(rd, live=live)
+                    view.update(_status_table(st))
+        except KeyboardInterrupt:
+            raise interrupted() from None
         out.print()
+    for p in st.problems:
+        err.print(f"warning: {p}", highlight=False, markup=False)
     if as_json:
-        print(json.dumps({
-            "run_id": st.manifest["run_id"], "run_dir": str(rd.root), "complete": st.complete,
-            "stages": {name: {**{k: st.counts(name)[k] for k in SHARD_STATES}, "instances":
-                              sum(s.instances for s in col),
-                              "instances_done": sum(s.recorded for s in col)}
-                       for name, col in st.shards.items()},
-            "failed": [{"stage": s.stage, "shard": s.shard, "reason": s.reason, "job": s.job}
-                       for s in st.failed()],
-            "aggregate": st.aggregate.get("status", "not run"),
-        }, indent=2))
+        print(json.dumps(_status_json(st), indent=2))
     else:
         if not watch:
             out.print(_status_table(st))
@@ -270,7 +450,13 @@ def status(run: RunArg, runs_dir: RunsDirOpt = None,
                       + (f" (job {s.job})" if s.job else "") + f": {s.reason}", highlight=False)
         if len(st.failed()) > 20:
             out.print(f"... and {len(st.failed()) - 20} more (launch logs --failed)")
-    if st.complete:
+        if len(st.code_versions) > 1:
+            out.print("complete shards come from several code versions: " + ", ".join(
+                f"{v} ({n})" for v, n in sorted(st.code_versions.items())), highlight=False)
+        if st.aggregate_state == "stale":
+            out.print("aggregate is stale: shards changed since the tables were built "
+                      f"(launch aggregate {rd.root})", highlight=False)
+    if st.complete and not st.aggregating:
         raise typer.Exit(EXIT_OK)
     raise typer.Exit(EXIT_INCOMPLETE if st.failed() else EXIT_IN_PROGRESS)
 
@@ -282,19 +468,26 @@ def resume(run: RunArg, runs_dir: RunsDirOpt = None,
            profile: Annotated[str | None, typer.Option(help="SLURM profile.")] = None,
            partition: Annotated[list[str] | None, typer.Option(help="Partition override.")] = None,
            workers: Annotated[int | None, typer.Option(help="Local executor: CPUs to use.")] = None,
+           dry_run: Annotated[bool, typer.Option("--dry-run", help="Say which shards would be "
+                                                 "(re)submitted and why; change nothing.")] = False,
            quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False) -> None:
     """Re-run only the incomplete (stage, shard) pairs; a complete run is a no-op."""
+    from .api import ExecChoice, last_choice, resume_run
+
     rd = _load(run, runs_dir)
     choice = None
     if executor or profile or partition or workers:
-        from .jobs import read_jobs
-
-        last = read_jobs(rd).get("last_launch") or {}
-        choice = ExecChoice(executor=executor or last.get("executor", "local"),
-                            profile=profile or last.get("profile"),
-                            partitions=partition or last.get("partitions") or (),
-                            account=last.get("account"), qos=last.get("qos"), workers=workers)
-    o = guarded(lambda: resume_run(rd, choice, progress=not quiet))
+        last = guarded(lambda: last_choice(rd))
+        choice = ExecChoice(executor=executor or last.executor,
+                            profile=profile or last.profile,
+                            partitions=partition or last.partitions,
+                            account=last.account, qos=last.qos, workers=workers)
+    o = guarded(lambda: resume_run(rd, choice, progress=not quiet, dry_run=dry_run))
+    if dry_run:
+        for n in o.notes:
+            err.print(n, highlight=False, markup=False)
+        _describe_todo(o, choice or guarded(lambda: last_choice(rd)))
+        raise typer.Exit(EXIT_OK)
     raise typer.Exit(_report(o, quiet))
 
 
@@ -305,6 +498,8 @@ def logs(run: RunArg, runs_dir: RunsDirOpt = None,
          shard: Annotated[int | None, typer.Option(help="Only this shard.")] = None,
          lines: Annotated[int, typer.Option(help="Tail length per file.")] = 30) -> None:
     """Error, shard log and SLURM output of the selected shards."""
+    from .status import run_state
+
     rd = _load(run, runs_dir)
     st = guarded(lambda: run_state(rd))
     shown = 0
@@ -326,7 +521,8 @@ def logs(run: RunArg, runs_dir: RunsDirOpt = None,
                 if f.exists() and f.stat().st_size:
                     text = f.read_text(errors="replace")
                     if f.name == "error.json":
-                        text = json.loads(text).get("traceback", text)
+                        with contextlib.suppress(ValueError, AttributeError):
+                            text = json.loads(text).get("traceback", text)
                     tail = "\n".join(text.splitlines()[-lines:])
                     out.print(f"[bold]{f}[/]", highlight=False)
                     out.print(tail, highlight=False, markup=False)
@@ -336,7 +532,7 @@ def logs(run: RunArg, runs_dir: RunsDirOpt = None,
 
 @app.command()
 def cancel(run: RunArg, runs_dir: RunsDirOpt = None) -> None:
-    """scancel the run's SLURM jobs and stop its local shard processes (ledgers are kept).
+    """scancel every job the run ever submitted and stop its local processes (ledgers are kept).
 
     RUN may also be a `launch serve` directory: its server is asked to stop, then scancelled."""
     if (Path(run) / "serve.json").is_file():
@@ -344,6 +540,8 @@ def cancel(run: RunArg, runs_dir: RunsDirOpt = None) -> None:
 
         out.print(f"stopped serve {run}: {stop_serve(Path(run))}", highlight=False)
         return
+    from .api import cancel_run
+
     rd = _load(run, runs_dir)
     actions = guarded(lambda: cancel_run(rd))
     out.print("\n".join(actions) if actions else "nothing to cancel")
@@ -354,6 +552,8 @@ def aggregate_cmd(run: RunArg, runs_dir: RunsDirOpt = None,
                   fmt: Annotated[list[str] | None, typer.Option(
                       "--format", help="Extra formats besides md+csv: tex, html.")] = None) -> None:
     """(Re)build the run's tables from its complete shards; exit 1 when shards are missing."""
+    from .finalize import aggregate_run
+
     rd = _load(run, runs_dir)
     res = guarded(lambda: aggregate_run(rd, ("md", "csv", *(fmt or []))))
     out.print(res.markdown, highlight=False, markup=False, soft_wrap=True)
@@ -380,16 +580,21 @@ def _register_commands() -> None:
                       f"unavailable: {type(e).__name__}: {e}", highlight=False)
 
 
-_register_commands()
-
-
 def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        err.print("interrupted; finished instances are kept in the ledgers "
-                  "(launch resume RUN continues)")
-        sys.exit(130)
+        interrupted()
+        sys.exit(EXIT_INTERRUPTED)
 
 
-__all__ = ["app", "main", "get_task"]
+def __getattr__(name: str) -> Any:
+    # `from launch.cli import get_task` (old callers) without importing tasks at start-up.
+    if name == "get_task":
+        from tasks.base import get_task
+
+        return get_task
+    raise AttributeError(name)
+
+
+__all__ = ["app", "main"]

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .completion import completion_map
+from .completion import completion_map, shards_fingerprint
 from .instances import read_spans
 from .manifest import load_manifest
 from .rundir import RunDir, atomic_write_json, read_json
@@ -50,16 +50,19 @@ def merged_stats(rd: RunDir, stages: list[str], shards: int) -> dict[str, dict[s
 
 def aggregate_run(rd: RunDir, formats: tuple[str, ...] = ("md", "csv")) -> AggregateOutcome:
     manifest = load_manifest(rd)
-    comp = completion_map(rd, manifest, read_spans(rd), deep=True)
+    comp = completion_map(rd.root, manifest, read_spans(rd, deep=True), deep=True)
     missing = [f"{st}/{k}" for st, col in comp.items() for k, c in enumerate(col) if not c.complete]
     # pandas is imported here, not at start-up: `launch status` must stay fast.
     from aggregate.build import build
 
-    result = build(rd.root, formats)
+    result = build(rd.root, formats, comp)
     msg = (f"{len(missing)} shard(s) incomplete: {', '.join(missing[:10])}"
            + (" ..." if len(missing) > 10 else "")) if missing else ""
     atomic_write_json(rd.aggregate_status, {
         "status": "partial" if missing else "complete", "missing_shards": missing,
+        # which shards (and outputs) the tables were built from: status calls them stale
+        # as soon as the run directory's complete shards differ
+        "shards_fingerprint": shards_fingerprint(comp),
         "stages": merged_stats(rd, list(comp), len(next(iter(comp.values()), []))),
         "tables": [str(p.relative_to(rd.root)) for p in result.paths],
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -12,12 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from aggregate.completion import check_instances_file
 from tasks.base import Instance
 
-from .plan import Plan
 from .rundir import RunDir, atomic_write_bytes, atomic_write_json, read_json
+
+if TYPE_CHECKING:  # planning (inference specs...) is not needed to read a run
+    from .plan import Plan
 
 
 class RunDirError(RuntimeError):
@@ -54,20 +57,29 @@ def write_instances(rd: RunDir, plan: Plan) -> list[ShardSpan]:
     for a, b in plan.shard_bounds():
         ids = [i.id for i in plan.instances[a:b]]
         spans.append(ShardSpan(offsets[a], offsets[b], b - a, ids_digest(ids)))
-    atomic_write_bytes(rd.instances, b"".join(lines))
+    blob = b"".join(lines)
+    atomic_write_bytes(rd.instances, blob)
     atomic_write_json(rd.shards_file, {
         "count": len(spans), "sharding": "contiguous-by-sorted-id",
+        "instances_bytes": len(blob), "instances_sha256": hashlib.sha256(blob).hexdigest(),
         "shards": [[s.start, s.end, s.count, s.ids_sha256] for s in spans],
     })
     return spans
 
 
-def read_spans(rd: RunDir) -> list[ShardSpan]:
+def read_spans(rd: RunDir, *, deep: bool = False) -> list[ShardSpan]:
+    """The shard index, after checking that instances.jsonl is still what was planned
+    (size always; sha256 too with `deep`): an emptied or edited instance list must not
+    read as a complete run with negative "missing" counts."""
     try:
         data = read_json(rd.shards_file)
-        return [ShardSpan(int(a), int(b), int(c), str(d)) for a, b, c, d in data["shards"]]
+        spans = [ShardSpan(int(a), int(b), int(c), str(d)) for a, b, c, d in data["shards"]]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise RunDirError(f"{rd.shards_file}: unreadable shard index ({e})") from None
+    problem = check_instances_file(rd.root, spans, deep=deep)
+    if problem:
+        raise RunDirError(problem)
+    return spans
 
 
 def _instance_from(obj: dict[str, Any]) -> Instance:

@@ -1,41 +1,101 @@
-"""jobs.json: which SLURM job (array element) last ran each (stage, shard).
+"""jobs.json: every SLURM submission of a run, and which job last ran each (stage, shard).
 
-Written by the submitting process, read by `status`, `logs` and `cancel` from any
-later shell.  It records intent only; whether a shard is done is decided by the
-shard's DONE marker, never by a job state.
+Written by the submitting process — one entry per array as soon as sbatch accepted it,
+so a submission that fails half-way still leaves every job it did submit visible to
+`status`, `resume` and `cancel` — and read by those from any later shell.  Every
+read-modify-write holds `jobs.json.lock`.  It records intent only; whether a shard is
+done is decided by the shard's DONE marker, never by a job state.
+
+A hand-edited or damaged entry is skipped with a warning naming it (`JobsFile.problems`),
+never a traceback: the run directory, not this file, is the truth.
 """
 
 from __future__ import annotations
 
+import getpass
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+from .locks import file_lock
 from .rundir import RunDir, atomic_write_json, read_json
 
 
-def read_jobs(rd: RunDir) -> dict[str, Any]:
+@dataclass
+class JobsFile:
+    data: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def submissions(self) -> list[dict[str, Any]]:
+        return self.data["submissions"]
+
+
+def _valid(sub: Any, n: int, path: Any) -> str | None:
+    if not isinstance(sub, dict):
+        return f"{path}: submission #{n} is not an object (ignored)"
+    for key, kind in (("stage", str), ("jobs", dict)):
+        if not isinstance(sub.get(key), kind):
+            return (f"{path}: submission #{n} has no {key!r} "
+                    f"({kind.__name__} expected; ignored)")
+    for shard, job in sub["jobs"].items():
+        if not str(shard).isdigit() or not isinstance(job, str | int):
+            return f"{path}: submission #{n}, jobs entry {shard!r}: {job!r} is not a job (ignored)"
+    return None
+
+
+def load_jobs(rd: RunDir) -> JobsFile:
+    """jobs.json with malformed submissions left out (and named in `problems`)."""
     try:
         data = read_json(rd.jobs)
-        if isinstance(data, dict) and isinstance(data.get("submissions"), list):
-            return data
-    except (OSError, ValueError):
-        pass
-    return {"submissions": []}
+    except FileNotFoundError:
+        return JobsFile({"submissions": []})
+    except (OSError, ValueError) as e:
+        return JobsFile({"submissions": []}, [f"{rd.jobs}: unreadable ({e}); ignored"])
+    if not isinstance(data, dict) or not isinstance(data.get("submissions", []), list):
+        return JobsFile({"submissions": []},
+                        [f"{rd.jobs}: expected an object with a 'submissions' list; ignored"])
+    out = JobsFile({**data, "submissions": []})
+    for n, sub in enumerate(data.get("submissions", []), start=1):
+        problem = _valid(sub, n, rd.jobs)
+        if problem:
+            out.problems.append(problem)
+        else:
+            out.submissions.append(sub)
+    return out
+
+
+def read_jobs(rd: RunDir) -> dict[str, Any]:
+    return load_jobs(rd).data
+
+
+def update_jobs(rd: RunDir, change: Callable[[dict[str, Any]], None]) -> None:
+    """Read-modify-write jobs.json under its lock (malformed entries are kept as they are)."""
+    with file_lock(rd.jobs_lock):
+        try:
+            data = read_json(rd.jobs)
+        except (OSError, ValueError):
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        if not isinstance(data.get("submissions"), list):
+            data["submissions"] = []
+        change(data)
+        atomic_write_json(rd.jobs, data)
 
 
 def add_submissions(rd: RunDir, entries: list[dict[str, Any]]) -> None:
-    data = read_jobs(rd)
-    data["submissions"].extend(entries)
-    atomic_write_json(rd.jobs, data)
+    update_jobs(rd, lambda data: data["submissions"].extend(entries))
 
 
-def latest_jobs(rd: RunDir) -> dict[tuple[str, int], str]:
+def latest_jobs(rd: RunDir, jobs: JobsFile | None = None) -> dict[tuple[str, int], str]:
     """(stage, shard) → job id of its latest submission ("123_4" for array elements)."""
     out: dict[tuple[str, int], str] = {}
-    for sub in read_jobs(rd)["submissions"]:
-        for shard, job in (sub.get("jobs") or {}).items():
+    for sub in (jobs or load_jobs(rd)).submissions:
+        for shard, job in sub["jobs"].items():
             out[(sub["stage"], int(shard))] = str(job)
     return out
 
@@ -63,26 +123,59 @@ def _run(cmd: list[str]) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
+LIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING",
+        "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT"}
+GONE = "GONE"  # accounting says queued or running, the queue no longer has it
+
+
+def parse_states(lines: str) -> dict[str, str]:
+    """`JOBID|STATE` lines → element id → state.
+
+    A line for one element beats a line for a range that includes it, in whatever order
+    they come: sacct prints an array's not-yet-started range (`49_[0-3%4]|PENDING`) next
+    to the elements that already ended (`49_1|CANCELLED by 0`), and the range must not
+    turn a cancelled element back into a pending one."""
+    ranged: dict[str, str] = {}
+    single: dict[str, str] = {}
+    for line in lines.splitlines():
+        jid, _, state = line.partition("|")
+        jid = jid.strip()
+        if not jid:
+            continue
+        word = state.split()[0] if state.strip() else "UNKNOWN"
+        if "[" in jid:
+            for j in _expand(jid):
+                ranged[j] = word
+        else:
+            single[jid] = word
+    return {**ranged, **single}
+
+
 def live_states(job_ids: list[str]) -> dict[str, str]:
     """Job states from squeue (live) and sacct (finished), where those commands work.
 
+    When squeue answers, it alone says what is queued or running: an element that sacct
+    still calls PENDING but the queue does not list has left it (cancelled while pending
+    leaves no accounting record of its own) and reads as GONE, so `resume` redoes it.
     Missing commands, a cluster without accounting, or a timeout give an empty
     answer, never an error: this only adds detail to what the run directory says.
     """
     bases = sorted({j.split("_")[0] for j in job_ids})
     if not bases:
         return {}
-    states: dict[str, str] = {}
-    out = _run(["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(bases)])
-    for line in (out or "").splitlines():
-        jid, _, state = line.partition("|")
-        for j in _expand(jid.strip()):
-            states[j] = state.split()[0] if state else "UNKNOWN"
-    out = _run(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(bases)])
-    for line in (out or "").splitlines():
-        jid, _, state = line.partition("|")
-        for j in _expand(jid.strip()):
-            states[j] = state.strip()
+    states = parse_states(_run(["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j",
+                                ",".join(bases)]) or "")
+    queue = _run(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(bases)])
+    if queue is None:
+        # squeue refuses ids it no longer knows; ask for the user's whole queue instead.
+        queue = _run(["squeue", "-h", "-r", "-o", "%i|%T", "-u", getpass.getuser()])
+    if queue is not None:
+        live = parse_states(queue)
+        for j in set(states) | set(job_ids):
+            if j in live:
+                states[j] = live[j]
+            elif states.get(j) in LIVE:
+                states[j] = GONE
     return states
 
 

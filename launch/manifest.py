@@ -15,14 +15,17 @@ import socket
 import subprocess
 import time
 from dataclasses import fields
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tasks.base import RunConfig
 
 from .instances import RunDirError, write_instances
-from .plan import Plan
 from .rundir import AGGREGATE_STAGE, RunDir, atomic_write_json, read_json
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 MANIFEST_VERSION = 1
 
@@ -31,8 +34,12 @@ class RunConflictError(RuntimeError):
     """A run directory exists and belongs to another configuration; nothing is overwritten."""
 
 
+@lru_cache(maxsize=1)
 def code_version() -> str:
-    """`git describe` of the source tree when it is a checkout, else the package version."""
+    """`git describe` of the source tree when it is a checkout, else the package version.
+
+    Recorded in the manifest (who planned), in every ledger header, stats.json and DONE
+    (who wrote each shard), so a resume across code versions can say what it mixes."""
     src = Path(__file__).resolve().parents[1]
     try:
         out = subprocess.run(
@@ -55,7 +62,11 @@ def stage_entries(plan: Plan) -> list[dict[str, Any]]:
     entries = [
         {"name": s.name, "resource": s.resource, "needs": list(s.needs),
          "cpus_per_task": s.cpus_per_task, "gpus_per_task": s.gpus_per_task,
-         "mem_gb": s.mem_gb, "seconds_per_instance": s.seconds_per_instance}
+         "mem_gb": s.mem_gb, "seconds_per_instance": s.seconds_per_instance,
+         # what `launch regress` compares per instance (read from this file, not from task code)
+         "verdict_column": s.verdict_column, "time_column": s.time_column,
+         "time_limit_column": s.time_limit_column, "record_key": list(s.record_key),
+         "record_filter": dict(s.record_filter)}
         for s in plan.stages
     ]
     entries.append({"name": AGGREGATE_STAGE, "resource": "cpu",
@@ -82,13 +93,21 @@ def build_manifest(plan: Plan) -> dict[str, Any]:
     }
 
 
-def create_or_reuse(plan: Plan, root: Path) -> tuple[RunDir, bool]:
-    """Write a new run directory, or reuse one holding the same identity.
+# What an interrupted plan may leave behind (plus temp files of atomic writes, and the
+# lock and probe files of launch itself): such a directory is planned again, not refused.
+PLANNING_FILES = {"instances.jsonl", "shards.json", "launch.lock"}
+PLANNING_TEMP_PREFIXES = (".instances.jsonl.", ".shards.json.", ".manifest.json.", ".lockprobe-")
 
-    Returns (run dir, created).  A directory of another configuration, or a
-    non-empty directory without a manifest, raises `RunConflictError` before any
-    file is touched.
-    """
+
+def _interrupted_plan(root: Path) -> bool:
+    return all(p.name in PLANNING_FILES or p.name.startswith(PLANNING_TEMP_PREFIXES)
+               for p in root.iterdir())
+
+
+def check_reusable(plan: Plan, root: Path) -> None:
+    """Raise RunConflictError when `root` cannot hold this plan; touches nothing.
+
+    Run before anything is created, so a foreign directory never gets even a lock file."""
     rd = RunDir(root)
     if rd.manifest.exists():
         old = load_manifest(rd)
@@ -99,10 +118,26 @@ def create_or_reuse(plan: Plan, root: Path) -> tuple[RunDir, bool]:
                 f"configuration ({diff}); nothing was overwritten — pick another --run-name "
                 f"or --runs-dir"
             )
-        return rd, False
-    if root.exists() and any(root.iterdir()):
+        return
+    if root.exists() and not root.is_dir():
+        raise RunConflictError(f"{root} exists and is not a directory; nothing was overwritten")
+    if root.exists() and not _interrupted_plan(root):
         raise RunConflictError(f"{root} exists, is not empty and holds no manifest.json; "
                                "nothing was overwritten")
+
+
+def create_or_reuse(plan: Plan, root: Path) -> tuple[RunDir, bool]:
+    """Write a new run directory, or reuse one holding the same identity.
+
+    Returns (run dir, created).  A directory of another configuration, or a
+    non-empty directory without a manifest (other than an interrupted plan of this
+    launch's own files), raises `RunConflictError` before any file is touched.
+    Callers that may race with another launch hold the run lock (`launch.locks`).
+    """
+    check_reusable(plan, root)
+    rd = RunDir(root)
+    if rd.manifest.exists():
+        return rd, False
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from inference.registry import parse_spec
@@ -109,7 +110,7 @@ def make_config(
     if limit is not None and limit < 1:
         raise PlanError(f"--limit must be at least 1, got {limit}")
     if model is not None:
-        parse_spec(model)  # an unknown engine fails here, before anything is written
+        check_model_spec(model)  # an unknown engine or a missing path fails before any write
     merged = dict(task.default_sampling(model))
     merged.update({k: v for k, v in (sampling or {}).items() if v is not None})
     kwargs: dict[str, Any] = {}
@@ -118,8 +119,11 @@ def make_config(
         raise PlanError(f"unknown strategy {strategy!r} for task {task.name}; known strategies: "
                         + ", ".join(task.strategies))
     kwargs["strategy"] = strategy
-    if verifier:
-        kwargs["verifier"] = verifier
+    verifier = verifier or task.verifiers[0]
+    if verifier not in task.verifiers:
+        raise PlanError(f"unknown verifier {verifier!r} for task {task.name}; known verifiers: "
+                        + ", ".join(task.verifiers))
+    kwargs["verifier"] = verifier
     config = RunConfig(
         task=task.name,
         dataset=dataset,
@@ -133,6 +137,21 @@ def make_config(
     )
     config = task.resolve_config(config)
     return replace(config, versions=dict(task.versions(config)))
+
+
+def check_model_spec(model: str) -> None:
+    """Fail at plan time — not after the baseline stage has run for an hour — on a model
+    spec that cannot work: an unknown engine, a local model path (hf:/..., vllm:./...) that
+    does not exist, or a replay source that is not a directory."""
+    kind, name = parse_spec(model)
+    path = Path(name).expanduser()
+    if kind == "replay":
+        if not path.is_dir():
+            raise PlanError(f"--model {model}: replay needs a run directory; {path} "
+                            f"{'is not a directory' if path.exists() else 'does not exist'}")
+    elif kind in ("hf", "vllm") and name.startswith(("/", ".", "~")) and not path.exists():
+        raise PlanError(f"--model {model}: no model at {path} (a path, since it starts with "
+                        "'/', '.' or '~'; a hub name looks like ORG/NAME)")
 
 
 def _looks_like_path(dataset: str) -> bool:

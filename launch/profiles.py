@@ -8,13 +8,15 @@ submit to the wrong account and be noticed only in the bill.  Command-line flags
 
 from __future__ import annotations
 
-import os
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .lookup import find_yaml, search_dirs
 
 PROFILES_ENV = "VERIBATCH_PROFILES_DIR"
 TOP_KEYS = {"description", "partitions", "account", "qos", "array_parallelism", "image_dir",
@@ -102,26 +104,37 @@ def _check_keys(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
     return obj
 
 
-def profile_dirs() -> list[Path]:
-    dirs = []
-    if os.environ.get(PROFILES_ENV):
-        dirs.append(Path(os.environ[PROFILES_ENV]))
-    dirs.append(Path.cwd() / "slurm_profiles")
-    dirs.append(Path(__file__).resolve().parents[1] / "slurm_profiles")
-    return dirs
+def _typed(obj: dict[str, Any], key: str, kind: str, where: str) -> Any:
+    """`obj[key]` checked against `kind` (str | int>=1 | int>=0 | number>0 | mapping), or None.
+    `where` is the message prefix naming the file (and the entry) the key is in.
+
+    A bad value is an error naming the file and the key, raised when the profile is loaded —
+    at plan time, before anything is written — not a traceback from deep inside sbatch."""
+    if key not in obj or obj[key] is None:
+        return None
+    v = obj[key]
+    ok = {"str": isinstance(v, str) and bool(v.strip()),
+          "int>=1": isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+          "int>=0": isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+          "number>0": isinstance(v, int | float) and not isinstance(v, bool) and v > 0,
+          "mapping": isinstance(v, dict)}[kind]
+    if not ok:
+        want = {"str": "a non-empty string", "int>=1": "a whole number >= 1",
+                "int>=0": "a whole number >= 0", "number>0": "a number > 0",
+                "mapping": "a mapping of sbatch option: value"}[kind]
+        raise ProfileError(f"{where}{key}: {v!r} is not {want}")
+    if kind == "mapping":
+        for k, x in v.items():
+            if not isinstance(k, str) or not isinstance(x, str | int | float | bool):
+                raise ProfileError(f"{where}{key}.{k}: {x!r} is not a plain sbatch value")
+    return v
 
 
 def find_profile(name: str) -> Path:
-    p = Path(name)
-    if p.suffix in {".yaml", ".yml"} and p.is_file():
-        return p
-    looked = []
-    for d in profile_dirs():
-        for cand in (d / f"{name}.yaml", d / f"{name}.yml"):
-            looked.append(str(cand))
-            if cand.is_file():
-                return cand
-    raise ProfileError(f"unknown profile {name!r}; looked in: {', '.join(dict.fromkeys(looked))}")
+    path, looked = find_yaml(name, search_dirs(PROFILES_ENV, "slurm_profiles"))
+    if path is None:
+        raise ProfileError(f"unknown profile {name!r}; looked in: {', '.join(looked)}")
+    return path
 
 
 def load_profile(name: str | None) -> Profile:
@@ -141,24 +154,34 @@ def load_profile(name: str | None) -> Profile:
     for res, spec in parts_raw.items():
         where = f"{path}: partitions.{res}"
         spec = _check_keys(spec or {}, PARTITION_KEYS, where)
+        at = f"{where}."
         parts[res] = PartitionSpec(
-            partition=spec.get("partition"),
+            partition=_typed(spec, "partition", "str", at),
             time_min=parse_time(spec["time"], f"{where}.time") if "time" in spec else None,
-            mem_gb=spec.get("mem_gb"), cpus_per_task=spec.get("cpus_per_task"),
-            gres=spec.get("gres"), gpus_per_task=spec.get("gpus_per_task"),
-            account=spec.get("account"), qos=spec.get("qos"),
-            constraint=spec.get("constraint"), sbatch=dict(spec.get("sbatch") or {}),
+            mem_gb=_typed(spec, "mem_gb", "number>0", at),
+            cpus_per_task=_typed(spec, "cpus_per_task", "int>=1", at),
+            gres=_typed(spec, "gres", "str", at),
+            gpus_per_task=_typed(spec, "gpus_per_task", "int>=0", at),
+            account=_typed(spec, "account", "str", at),
+            qos=_typed(spec, "qos", "str", at),
+            constraint=_typed(spec, "constraint", "str", at),
+            sbatch=dict(_typed(spec, "sbatch", "mapping", at) or {}),
         )
     setup = data.get("setup") or []
     if not isinstance(setup, list) or not all(isinstance(x, str) for x in setup):
         raise ProfileError(f"{path}: 'setup' must be a list of shell lines")
+    where = f"{path}: "
+    image_dir = _typed(data, "image_dir", "str", where)  # a cluster path: may not exist here
+    parallelism = _typed(data, "array_parallelism", "int>=1", where)
+    delay = _typed(data, "signal_delay_s", "int>=0", where)
     return Profile(
         name=path.stem, source=str(path), partitions=parts,
-        account=data.get("account"), qos=data.get("qos"),
-        array_parallelism=int(data.get("array_parallelism", 256)),
-        image_dir=data.get("image_dir"), setup=tuple(setup),
-        signal_delay_s=int(data.get("signal_delay_s", 120)),
-        max_array_size=data.get("max_array_size"), sbatch=dict(data.get("sbatch") or {}),
+        account=_typed(data, "account", "str", where), qos=_typed(data, "qos", "str", where),
+        array_parallelism=256 if parallelism is None else parallelism,
+        image_dir=str(Path(image_dir).expanduser()) if image_dir else None, setup=tuple(setup),
+        signal_delay_s=120 if delay is None else delay,
+        max_array_size=_typed(data, "max_array_size", "int>=1", where),
+        sbatch=dict(_typed(data, "sbatch", "mapping", where) or {}),
     )
 
 
@@ -178,3 +201,85 @@ def apply_overrides(profile: Profile, *, partitions: list[str] = (),  # type: ig
     return replace(profile, partitions=parts,
                    account=account if account is not None else profile.account,
                    qos=qos if qos is not None else profile.qos)
+
+
+# ----------------------------------------------------------------------------- job time limits
+# Without a profile `time`, a job's limit is estimated from what it must do: start (and, for
+# a stage that runs the model, load it), then its instances at the stage's own estimate
+# per instance with 50 % slack, plus a fixed margin.  Too short a limit is expensive: three
+# time-outs fail the shard, and a generate array that spends its whole limit loading a
+# 70B model never records anything.
+JOB_MARGIN_MIN = 5
+JOB_MIN_MIN = 10
+ENGINE_STARTUP_S = 300.0
+"""An inference engine's start-up besides reading weights (CUDA graphs, Ray, compilation)."""
+LOAD_BYTES_PER_S = 250e6
+"""Weights read from a shared file system under load, cold cache: conservative on purpose."""
+UNKNOWN_MODEL_LOAD_S = 1800.0
+"""When a model's size cannot be told from its name or its files: half an hour."""
+BYTES_PER_PARAMETER = 2  # bf16/fp16 weights
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+_NO_LOAD_ENGINES = ("openai", "replay")  # a remote server, or recorded completions
+
+
+def model_bytes(model: str) -> tuple[float | None, str]:
+    """Size of a model's weights in bytes (None: unknown) and how it was found."""
+    _, sep, name = model.partition(":")
+    if not sep:
+        name = model
+    path = Path(name).expanduser()
+    if path.is_dir():
+        size = sum(f.stat().st_size for f in path.rglob("*")
+                   if f.suffix in _WEIGHT_SUFFIXES and f.is_file())
+        if size:
+            return float(size), f"{size / 1e9:.1f} GB of weight files in {path}"
+    m = re.search(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])", path.name or name)
+    if m:
+        params = float(m.group(2)) * 1e9 * (int(m.group(1)) if m.group(1) else 1)
+        return params * BYTES_PER_PARAMETER, \
+            f"{params / 1e9:g}B parameters (from the name) x {BYTES_PER_PARAMETER} bytes"
+    return None, "size unknown"
+
+
+def model_load_seconds(model: str | None) -> tuple[float, str]:
+    """Seconds to budget for starting an engine on `model`, and why."""
+    if not model:
+        return 0.0, "no model"
+    engine = model.partition(":")[0]
+    if engine in _NO_LOAD_ENGINES:
+        return 0.0, f"{engine}: nothing to load"
+    size, how = model_bytes(model)
+    if size is None:
+        return UNKNOWN_MODEL_LOAD_S, f"model {how}: {UNKNOWN_MODEL_LOAD_S / 60:g} min assumed"
+    load = ENGINE_STARTUP_S + size / LOAD_BYTES_PER_S
+    return load, (f"model load ~{load / 60:.0f} min ({how}, at {LOAD_BYTES_PER_S / 1e6:g} MB/s, "
+                  f"+ {ENGINE_STARTUP_S / 60:g} min engine start-up)")
+
+
+@dataclass(frozen=True)
+class JobTime:
+    minutes: int
+    source: str  # "profile" (the profile's `time`) or "estimate"
+    detail: str  # how it was derived, for `--dry-run` and jobs.json
+
+    def describe(self) -> str:
+        return f"{self.minutes} min ({self.detail})"
+
+
+def job_time(spec: PartitionSpec, stage: dict[str, Any], instances: int,
+             model: str | None = None) -> JobTime:
+    """The time limit of one array element of `stage` running `instances` instances.
+
+    A stage on the ``gpu`` resource of a run with a model loads that model first.
+    """
+    if spec.time_min is not None:
+        return JobTime(spec.time_min, "profile", "the profile's time")
+    work = instances * float(stage.get("seconds_per_instance", 60.0)) * 1.5
+    load, why = model_load_seconds(model) if stage.get("resource") == "gpu" else (0.0, "")
+    minutes = max(JOB_MIN_MIN, math.ceil((load + work) / 60) + JOB_MARGIN_MIN)
+    parts = [f"{instances} instance(s) x {float(stage.get('seconds_per_instance', 60.0)):g} s "
+             "x 1.5"]
+    if load:
+        parts.insert(0, why)
+    parts.append(f"+ {JOB_MARGIN_MIN} min margin, at least {JOB_MIN_MIN} min")
+    return JobTime(minutes, "estimate", "; ".join(parts))

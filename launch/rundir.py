@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,23 @@ def default_runs_dir() -> Path:
     return Path(os.environ.get(RUNS_DIR_ENV, "runs"))
 
 
+@lru_cache(maxsize=1)
+def _umask() -> int:
+    """The process umask (reading it means setting it; done once, before any thread writes)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same directory + fsync + rename: readers see old or new, never half."""
+    """Write via a temp file in the same directory + fsync + rename: readers see old or new, never half.
+
+    mkstemp creates the file 0600; it gets the mode any other new file would (0666 less the
+    umask), so a teammate in the group can read a shared run directory when the umask allows."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -116,6 +129,14 @@ class RunDir:
 
     def attempt(self, stage: str, shard: int) -> Path:
         return self.shard_dir(stage, shard) / "attempt.json"
+
+    @property
+    def run_lock(self) -> Path:
+        return self.root / "launch.lock"
+
+    @property
+    def jobs_lock(self) -> Path:
+        return self.root / "jobs.json.lock"
 
     def lock(self, stage: str, shard: int) -> Path:
         return self.shard_dir(stage, shard) / "lock"

@@ -44,8 +44,9 @@ from tasks.base import InstanceResult, get_task
 from .completion import check_output, expected_input_hash, read_done, write_done
 from .context import LAUNCH_COLUMNS, ShardContext
 from .instances import read_shard_instances, read_spans
-from .ledger import LedgerWriter, read_ledger
-from .manifest import config_from_manifest, load_manifest
+from .ledger import LedgerWriter, make_header, read_ledger
+from .locks import is_locked, try_lock
+from .manifest import code_version, config_from_manifest, load_manifest
 from .rundir import RunDir, atomic_write_bytes, atomic_write_json, read_json
 
 log = logging.getLogger("launch.shard")
@@ -106,36 +107,23 @@ def _slurm_job() -> str | None:
 
 
 @contextmanager
-def shard_lock(path: Path) -> Iterator[None]:
+def shard_lock(path: Path, *, wait: bool = False) -> Iterator[None]:
+    """Hold the shard's lock; a second copy of the shard raises ShardBusyError — or, with
+    `wait`, waits for the first to end and then carries on (finding the shard done, or
+    resuming from its ledger), which is what a duplicate SLURM job or a second local
+    resume should do rather than fail."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ShardBusyError(f"{path.parent} is being run by another process") from None
-        except OSError as e:  # e.g. ENOLCK on a file system without locks: run unguarded
-            log.warning("cannot lock %s (%s); running without the single-runner guard", path, e)
+        if not try_lock(fd, path):
+            if not wait:
+                raise ShardBusyError(f"{path.parent} is being run by another process")
+            log.warning("%s is being run by another process: waiting for it to end",
+                        path.parent)
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # releases the lock
-
-
-def is_locked(path: Path) -> bool:
-    """True while some process runs the shard (the flock dies with its holder, even on kill -9)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    except OSError:  # no locks on this file system: SLURM's view decides
-        return False
-    finally:
-        os.close(fd)
 
 
 @contextmanager
@@ -220,11 +208,14 @@ def _shard_log(path: Path) -> Iterator[None]:
 
 def run_shard(run_dir: str | Path, stage: str, shard: int, *,
               on_progress: Callable[[int], None] | None = None,
-              fsync: bool = True) -> ShardOutcome:
-    """Run one (stage, shard) to completion, or raise; see the module docstring for the order."""
+              fsync: bool = True, wait: bool = False) -> ShardOutcome:
+    """Run one (stage, shard) to completion, or raise; see the module docstring for the order.
+
+    `wait`: when another process runs the shard, wait for it instead of raising
+    ShardBusyError (then skip the shard if that process completed it)."""
     rd = RunDir(run_dir)
     rd.shard_dir(stage, shard).mkdir(parents=True, exist_ok=True)
-    with shard_lock(rd.lock(stage, shard)), _shard_log(rd.log(stage, shard)):
+    with shard_lock(rd.lock(stage, shard), wait=wait), _shard_log(rd.log(stage, shard)):
         try:
             with _term_raises():
                 return _run_locked(rd, stage, shard, on_progress, fsync)
@@ -272,6 +263,12 @@ def _run_locked(rd: RunDir, stage: str, shard: int,
     if entry is None or entry.get("added_by") == "launch":
         raise ShardError(f"run {manifest['run_id']} has no task stage {stage!r}")
     expected, why = expected_input_hash(rd, manifest, spans, stage, shard)
+    while expected is None and _upstream_running(rd, entry["needs"], shard):
+        # Started before its upstream finished (an upstream run by another process, or a
+        # job submitted behind one): wait for it rather than fail and need a second resume.
+        log.info("%s/%s waits for its upstream, which is running: %s", stage, shard, why)
+        time.sleep(2.0)
+        expected, why = expected_input_hash(rd, manifest, spans, stage, shard)
     if expected is None:
         raise ShardError(f"{stage}/{shard} cannot start: {why}")
     marker = read_done(rd, stage, shard)
@@ -288,10 +285,19 @@ def _run_locked(rd: RunDir, stage: str, shard: int,
 
     instances = read_shard_instances(rd, spans[shard], shard)
     ids = [i.id for i in instances]
-    ledger = read_ledger(rd.ledger(stage, shard), ids)
+    version = code_version()
+    ledger = read_ledger(rd.ledger(stage, shard), ids, input_hash=expected,
+                         accept_headerless=not entry["needs"])
+    if ledger.discarded:
+        log.warning("ledger set aside as %s.stale, every instance is redone: %s",
+                    rd.ledger(stage, shard).name, ledger.discarded)
     if ledger.torn_bytes or ledger.bad_lines or ledger.foreign:
         log.warning("ledger repaired: %d torn bytes cut, unparsable lines %s, foreign ids %s",
                     ledger.torn_bytes, ledger.bad_lines[:5], ledger.foreign[:5])
+    ledger_version = (ledger.header or {}).get("code_version")
+    if ledger.results and ledger_version and ledger_version != version:
+        log.warning("resuming from a ledger written by code %s with code %s: this shard's "
+                    "records mix both", ledger_version, version)
     recorded = ledger.results
     resumed = len(recorded)
     pending = [i for i in instances if i.id not in recorded]
@@ -303,7 +309,8 @@ def _run_locked(rd: RunDir, stage: str, shard: int,
     st = task_stages[stage]
     ctx = ShardContext(rd, stage, shard, config, tuple(st.needs), on_progress)
     pending_ids = {i.id for i in pending}
-    with LedgerWriter(rd.ledger(stage, shard), fsync=fsync) as writer:
+    with LedgerWriter(rd.ledger(stage, shard), fsync=fsync,
+                      header=make_header(expected, version)) as writer:
         if pending:
             for result in st.run(pending, ctx):
                 _check_result(stage, result, pending_ids, recorded)
@@ -323,13 +330,21 @@ def _run_locked(rd: RunDir, stage: str, shard: int,
         "stage": stage, "shard": shard, "instances": len(ids), "resumed_from_ledger": resumed,
         "ran": len(pending), "records": n_records, "attempt": attempt,
         "wall_s": round(time.monotonic() - t0, 3), "finished": _now(),
-        "host": socket.gethostname(), "slurm_job": _slurm_job(),
+        "host": socket.gethostname(), "slurm_job": _slurm_job(), "code_version": version,
+        **({"ledger_code_version": ledger_version}
+           if ledger.results and ledger_version != version else {}),
+        **({"ledger_discarded": ledger.discarded} if ledger.discarded else {}),
     })
-    write_done(rd, stage, shard, input_hash=expected, records=n_records, finished=_now())
+    write_done(rd, stage, shard, input_hash=expected, records=n_records, finished=_now(),
+               code_version=version)
     log.info("done %s/%s: %d instances (%d from ledger), %d records", stage, shard, len(ids),
              resumed, n_records)
     return ShardOutcome(stage, shard, False, len(ids), resumed, n_records,
                         time.monotonic() - t0)
+
+
+def _upstream_running(rd: RunDir, needs: list[str], shard: int) -> bool:
+    return any(is_locked(rd.lock(need, shard)) for need in needs)
 
 
 def _bump_attempt(rd: RunDir, stage: str, shard: int) -> int:

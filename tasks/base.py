@@ -58,6 +58,12 @@ class Instance:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
+def instance_dirname(instance_id: str) -> str:
+    """An instance id as one path component (ids hold ``/``), for its folder under a shard's
+    scratch directory."""
+    return instance_id.replace("/", "__")
+
+
 @dataclass(frozen=True)
 class InstanceResult:
     """What one stage produced for one instance: zero or more records (e.g. one per candidate)."""
@@ -150,6 +156,9 @@ class Stage:
     # Columns that tell apart several records of one instance (e.g. ``("sample",)``); records
     # of the two runs are matched on (instance_id, *record_key).
     record_key: tuple[str, ...] = ()
+    # Only records whose columns hold these values are compared (e.g. ``{"kind": "instance"}``
+    # when the stage also writes per-candidate detail records); empty: every record.
+    record_filter: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Task(ABC):
@@ -160,6 +169,9 @@ class Task(ABC):
     # `--strategy` values this task understands; the first is the default.  `launch/` refuses
     # any other string before it can reach a run id.
     strategies: ClassVar[tuple[str, ...]] = ("default",)
+    # `--verifier` values this task can use; the first is the default.  Refused like strategies,
+    # so a task never silently replaces the verifier a user asked for.
+    verifiers: ClassVar[tuple[str, ...]] = ("z3",)
 
     @abstractmethod
     def datasets(self) -> dict[str, str]:
@@ -193,6 +205,15 @@ class Task(ABC):
         `resolve_config`."""
         return {}
 
+    def unmet_requirements(self, config: RunConfig) -> str | None:
+        """Why part of this config's work cannot be done on this machine, and how to get what
+        is missing (e.g. a verifier that is not installed); None when nothing is missing.
+        `launch` runs the stages that can run, then prints this and exits 2, so a run whose
+        main stage was left out never looks like a finished one.  The task decides at
+        `resolve_config` time (recording it in the config, hence in the run id) and leaves
+        the stages that cannot run out of `stages`."""
+        return None
+
     def resolve_config(self, config: RunConfig) -> RunConfig:
         """Fill what the task alone knows before the run id is taken (verifier version or image
         digest, limits...), so that a change in them makes a new run id.  Called once, at plan
@@ -210,7 +231,9 @@ def register(cls: type[Task]) -> type[Task]:
 
 
 def get_task(name: str) -> Task:
-    import tasks  # noqa: F401  (imports every task module so they register)
+    import tasks
+
+    tasks.load_all()  # every task module, once, so that they register
 
     try:
         return _REGISTRY[name]()
@@ -220,6 +243,8 @@ def get_task(name: str) -> Task:
 
 
 def task_names() -> list[str]:
-    import tasks  # noqa: F401
+    import tasks
+
+    tasks.load_all()
 
     return sorted(_REGISTRY)

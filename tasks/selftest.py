@@ -16,6 +16,7 @@ same plan, on any executor, must produce identical records.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -50,6 +51,8 @@ def compute(n: int, iterations: int) -> int:
 class SelfTest(Task):
     name = "selftest"
     default_dataset = "smoke"
+    strategies = ("default", "alternate")  # the second changes nothing but the run id
+    verifiers = ("none", "alternate")      # selftest runs no verifier; recorded only
 
     def datasets(self) -> dict[str, str]:
         return {k: f"{v} generated instances" for k, v in SIZES.items()}
@@ -78,21 +81,48 @@ class SelfTest(Task):
             "fail": "",            # instance numbers whose work is recorded as status=error
             "crash": "",           # instance numbers whose work raises (the shard fails)
             "hang": "",            # instance numbers whose work never returns
+            # Fault drills for the process machinery (bench/faults.py): instance numbers
+            # whose work runs a "verifier" child under verifiers.runner that hangs (killed
+            # at verifier_wall_s, recorded as such) or that forks a daemon and exits.
+            "hang_verifier": "",
+            "fork_verifier": "",
+            "verifier_wall_s": 2.0,
         }
 
     def stages(self, config: RunConfig) -> list[Stage]:
         opts = config.options
         spi = float(opts.get("sleep_s", 0.0)) + 1.0
         return [
-            Stage("work", "cpu", _work, seconds_per_instance=spi, mem_gb=1),
+            Stage("work", "cpu", _work, seconds_per_instance=spi, mem_gb=1,
+                  verdict_column="status"),
             Stage("check", "cpu", _check, needs=("work",), mem_gb=1,
-                  seconds_per_instance=float(opts.get("check_sleep_s", 0.0)) + 1.0),
+                  seconds_per_instance=float(opts.get("check_sleep_s", 0.0)) + 1.0,
+                  verdict_column="verdict"),
         ]
+
+
+# A verifier that hangs, and one that leaves a daemon behind and exits at once: what the
+# runner must contain (limits, whole process tree) without the shard losing the instance.
+HUNG_VERIFIER = ("sleep", "3600")
+FORKING_VERIFIER = ("sh", "-c", "(setsid sleep 600 > /dev/null 2>&1 &); exit 0")
+
+
+def _verifier(ctx: StageContext, n: int, argv: tuple[str, ...], wall_s: float) -> str:
+    """Run `argv` as the instance's verifier; its outcome is part of the record."""
+    from verifiers.result import Limits
+    from verifiers.runner import execute
+
+    env = {**os.environ, "VERIBATCH_RUN_DIR": str(ctx.run_dir)}  # marks its processes
+    done = execute(argv, Limits(wall_s=wall_s, memory_mb=256),
+                   ctx.scratch_dir() / f"verifier-{n}.log", env=env)
+    return f"{done.termination_reason}:{done.returncode}"
 
 
 def _work(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
     o = ctx.config.options
     fail, crash, hang = _indices(o["fail"]), _indices(o["crash"]), _indices(o["hang"])
+    hung = _indices(str(o.get("hang_verifier", "")))
+    forking = _indices(str(o.get("fork_verifier", "")))
     for inst in instances:
         n = int(inst.payload["n"])
         if n in crash:
@@ -106,6 +136,10 @@ def _work(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResu
             rec = {"status": "error", "value": None, "error": "failed on purpose (option fail)"}
         else:
             rec = {"status": "ok", "value": compute(n, int(o["iterations"])), "error": None}
+        if n in hung or n in forking:
+            wall = float(o.get("verifier_wall_s", 2.0))
+            rec["verifier"] = _verifier(ctx, n, HUNG_VERIFIER if n in hung else FORKING_VERIFIER,
+                                        wall)
         yield InstanceResult(inst.id, [rec])
 
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("VERIBATCH_SHARED_DATA", REPO.parent / "shared" / "data"))
+SLURM_DIR = Path(os.environ.get("VERIBATCH_SLURM_DIR", "/tmp/veribatch-slurm"))
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +26,72 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def _cluster_env() -> dict[str, str] | None:
+    env_file = SLURM_DIR / "slurm.env"
+    conf = os.environ.get("SLURM_CONF")
+    if not conf and env_file.exists():
+        m = re.search(r"SLURM_CONF=(\S+)", env_file.read_text())
+        conf = m.group(1).strip("'\"") if m else None
+    if not conf:
+        return None
+    try:
+        ok = subprocess.run(["sinfo", "-h"], env={**os.environ, "SLURM_CONF": conf},
+                            capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return {"SLURM_CONF": conf} if ok else None
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> dict[str, str]:
+    """The real cluster started by `.ci/cluster.sh start` (it writes $VERIBATCH_SLURM_DIR/slurm.env):
+    ``{"SLURM_CONF": ...}``, also set in this process's environment for what it starts.
+    Without one, `slurm` tests skip — except in CI (`CI` set), where a missing cluster is a
+    failure: a broken cluster start must never look green."""
+    env = _cluster_env()
+    if env is None:
+        msg = f"no reachable SLURM cluster (start one: bash .ci/cluster.sh start; looked at {SLURM_DIR})"
+        if os.environ.get("CI"):
+            pytest.fail("CI: " + msg)
+        pytest.skip(msg)
+    os.environ.update(env)
+    return env
+
+
 @pytest.fixture(scope="session")
 def invbench_easy(shared_data: Path) -> Path:
     return shared_data / "invbench" / "Dataset" / "Evaluation" / "Easy"
+
+
+
+@pytest.fixture(scope="session")
+def recorded_dafny(shared_data: Path):
+    """`recorded_dafny(case, wording)` → the real stdout of Dafny in
+    ../shared/data/recorded/dafny/<case>/ (wording "v4.10.0" or "head"; see its README)."""
+    root = shared_data / "recorded" / "dafny"
+
+    def read(case: str, wording: str) -> str:
+        (expect,) = [p for p in (root / case).glob("*.dfy.expect")]
+        path = expect.with_name(expect.name.replace(".expect", ".v4.10.0.expect")) \
+            if wording == "v4.10.0" else expect
+        return path.read_text()
+
+    return read
+
+
+@pytest.fixture(scope="session")
+def train_tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """`train_tiny_model(pairs, max_train_s=...)` → a fresh tiny Qwen2 folder
+    (`inference.tiny_model`) whose greedy answer to each trained prompt is its answer.  An
+    under-trained model fails the test that asked for it, showing the training record, so
+    a slow machine is never mistaken for a broken pipeline."""
+
+    def train(pairs: Sequence[tuple[str, str]], *, max_train_s: float) -> Path:
+        from inference.tiny_model import MANIFEST, build_tiny_qwen2
+
+        path = build_tiny_qwen2(tmp_path_factory.mktemp("tiny-model"), pairs, max_train_s=max_train_s)
+        info = json.loads((path / MANIFEST).read_text())
+        assert info["all_pairs_learned"], f"tiny model under-trained: {info}"
+        return path
+
+    return train

@@ -92,6 +92,10 @@ class Tool(ABC):
     container_network: ClassVar[bool] = True
     # Arguments that make the tool print its version (used by `version` and by apptainer).
     version_args: ClassVar[tuple[str, ...]] = ("--version",)
+    # A tool written in Python whose argv is `[sys.executable, "-m", warm_module, ...]`
+    # and whose `<warm_module>.__main__` has `main(args)` (and optionally `warm_up()`):
+    # natively, the runner runs it in a fork of a warm interpreter, skipping the start-up.
+    warm_module: ClassVar[str | None] = None
 
     def parse_version(self, output: str) -> str:
         """The version from the output of `[executable, *version_args]` (default: first line)."""

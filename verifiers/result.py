@@ -27,7 +27,12 @@ class Status(StrEnum):
 
 @dataclass(frozen=True)
 class Limits:
-    """Hard limits, enforced from outside the tool.  `cpu_s` defaults to the wall limit."""
+    """Hard limits, enforced from outside the tool.
+
+    `cpu_s` None means "the wall limit" (a backstop for untrusted code); ``math.inf`` means
+    no CPU-time limit, for wall-clock benchmarks of multi-threaded tools (UAutomizer uses
+    1.0-2.3x as much CPU as wall time, so a CPU cap equal to the wall limit would stop it
+    at ~60 % of its budget)."""
 
     wall_s: float = 600.0
     cpu_s: float | None = None
@@ -49,6 +54,9 @@ class VerifierResult:
     log_path: str | None = None
     reason: str | None = None  # human-readable why (UNKNOWN/ERROR reasons, e.g. "arrays unsupported")
     extras: dict[str, Any] = field(default_factory=dict)  # invariants, counterexample, dafny errors...
+    # How the limits were enforced, e.g. "cgroup2+subreaper; memory by polling"
+    # (`verifiers.runner.Execution.enforcement`); None for results made without the runner.
+    limits_enforced_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -162,8 +163,18 @@ class Verifier:
                 network=self.tool.container_network,
                 binary=apptainer.apptainer_binary(),
             )
-        process = LimitedProcess(argv, limits, workdir / "output.log", cwd=workdir)
+        process = LimitedProcess(argv, limits, workdir / "output.log", cwd=workdir,
+                                 warm=self._warm(argv))
         return RunningQuery(self, process.start(), limits, version, key, workdir)
+
+    def _warm(self, argv: list[str]) -> tuple[str, list[str]] | None:
+        """(module, args) when `argv` may run in a warm fork (see `Tool.warm_module`)."""
+        module = self.tool.warm_module
+        if self.runtime != "native" or module is None:
+            return None
+        if argv[:3] != [sys.executable, "-m", module]:
+            return None
+        return f"{module}.__main__", argv[3:]
 
     def __repr__(self) -> str:
         return f"Verifier({self.tool.name!r}, runtime={self.runtime!r}, image={self.image})"
@@ -292,6 +303,7 @@ def _to_result(
         log_path=os.fspath(ex.output_path),
         reason=reason,
         extras=extras,
+        limits_enforced_by=ex.enforcement,
     )
 
 

@@ -1,4 +1,4 @@
-"""InvBench-only subcommands: ``launch invbench build-splits | compare | measure-sample``.
+"""InvBench-only subcommands: ``launch invbench build-splits | compare | table4 | measure-sample``.
 
 Discovered by the CLI (every module in `launch/commands` defines `register`).  They read
 run directories the way ``launch aggregate`` does (`aggregate.records`: completed shards
@@ -9,22 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
+from launch.commands._runs import load_runs, show_tables, stage_frames
 from launch.rundir import resolve_run
-
-if TYPE_CHECKING:  # pandas is only needed when a command runs, not when `launch` starts
-    import pandas as pd
-
-
-def stage_frames(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
-    """Manifest and merged records of the completed shards of every stage."""
-    from aggregate.records import load_run
-
-    manifest, stages = load_run(run_dir)
-    return manifest, {name: sr.frame for name, sr in stages.items()}
 
 
 def build_splits_cmd(
@@ -57,19 +47,23 @@ def compare_cmd(
 ) -> None:
     """Table 6 (base vs fine-tuned) or Table 7 (N=1 vs Best-of-N): Table 2 columns per run."""
     from aggregate.invbench import compare_runs
-    from aggregate.render import to_markdown, write_table
 
     if len(runs) < 2:
         raise typer.BadParameter("compare needs at least two runs")
-    loaded: list[tuple[str, Path, dict[str, Any], dict[str, pd.DataFrame]]] = []
-    for r in runs:
-        rd = resolve_run(r)
-        manifest, frames = stage_frames(rd.root)
-        loaded.append((r, rd.root, manifest, frames))
-    table = compare_runs(loaded)
-    paths = write_table(table, out or loaded[0][1] / "tables", ("md", "csv"))
-    typer.echo(to_markdown(table))
-    typer.echo("→ " + ", ".join(str(p) for p in paths))
+    loaded = load_runs(runs)
+    show_tables([compare_runs(loaded)], out or loaded[0][1] / "tables")
+
+
+def table4_cmd(
+    runs: Annotated[list[str], typer.Argument(help="one or more runs (e.g. a UAutomizer and a z3 baseline run, model runs)")],
+    out: Annotated[Path | None, typer.Option(help="folder for md/csv (default: first run's tables/)")] = None,
+) -> None:
+    """The paper's Table 4: solved instances per verifier under 10/100/300/600 s, for any number
+    of runs (each run's baseline verifier and arm, and the dataset's recorded reference times)."""
+    from aggregate.invbench import compare_verifiers
+
+    loaded = load_runs(runs)
+    show_tables([compare_verifiers(loaded)], out or loaded[0][1] / "tables")
 
 
 def measure_sample_cmd(
@@ -92,4 +86,5 @@ def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:
         return
     sub.command("build-splits")(build_splits_cmd)
     sub.command("compare")(compare_cmd)
+    sub.command("table4")(table4_cmd)
     sub.command("measure-sample")(measure_sample_cmd)

@@ -110,7 +110,7 @@ def start_local(serve_dir: Path, model: str, *, backend: str, tp: int, heartbeat
     """Start the serve job as a detached process on this machine (survives this command)."""
     argv = serve_job_argv(serve_dir, model, backend=backend, tp=tp, nodes=1,
                           heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s, vllm_args=vllm_args)
-    argv += ["--host", "127.0.0.1"]
+    argv += ["--host", "127.0.0.1"]  # on this machine only (and token-protected)
     log = (serve_dir / "serve.log").open("ab")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
@@ -220,7 +220,8 @@ def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(3 if executor == "slurm" else 1) from None
         typer.echo(f"endpoint: {ep['url']}  (model {ep['model']}, backend {ep['backend']})")
-        typer.echo(f"use: --model openai:{ep['model']} with OPENAI_BASE_URL={ep['url']}; "
+        typer.echo(f"use: VERIBATCH_SERVE_DIR={serve_dir} ... --model openai:{ep['model']} "
+                   f"(URL and bearer token from {serve_dir}/endpoint.json, mode 0600); "
                    f"stop: launch serve-stop {serve_dir}")
 
     @app.command("serve-stop")

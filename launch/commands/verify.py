@@ -49,6 +49,9 @@ def verify_cmd(
         for f in files:
             if not f.is_file():
                 raise FileNotFoundError(f"no such file: {f}")
+        # Programs are text: a binary (or mis-encoded) file is a wrong argument, not a verdict.
+        for f in files[:1] if tool == "judge" else files:
+            _check_text(f)
         verifier = get_verifier(tool, runtime=runtime, image=image, cache_dir=cache_dir)
         query = Query(files=tuple(f.resolve() for f in files),
                       property=prop or DEFAULT_PROPERTY.get(tool, "unreach-call"),
@@ -72,6 +75,19 @@ def verify_cmd(
         where = f"{error['file']}({error['line']},{error['col']})" if error.get("file") else "-"
         out.print(f"{error.get('kind', 'error')}: {where}: {error['message']}", highlight=False)
     out.print(f"log: {result.log_path}", highlight=False)
+
+
+def _check_text(path: Path) -> None:
+    data = path.read_bytes()
+    nul = data.find(b"\0", 0, 8192)
+    if nul >= 0:
+        raise ValueError(f"{path}: not a program text (a binary file: NUL byte at offset {nul})")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ValueError(f"{path}: line {line}: not UTF-8 text (byte 0x{data[e.start]:02x} at "
+                         f"offset {e.start})") from None
 
 
 def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:

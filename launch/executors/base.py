@@ -9,6 +9,7 @@ and a SLURM run of the same plan produce the same records.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,13 +27,10 @@ class SubmitResult:
 
 
 def shards_to_run(state: RunState) -> dict[str, list[int]]:
-    """Incomplete shards that nothing is running or queueing right now (the resume set)."""
-    todo: dict[str, list[int]] = {}
-    for stage, col in state.shards.items():
-        # pending with a job state = queued on SLURM: it will run, do not submit it twice
-        todo[stage] = [s.shard for s in col
-                       if s.state == "failed" or (s.state == "pending" and not s.job_state)]
-    return todo
+    """The resume set (see `launch/todo.py`, which also says why per shard)."""
+    from ..todo import plan_todo
+
+    return plan_todo(state).shards
 
 
 class Executor(ABC):
@@ -40,8 +38,13 @@ class Executor(ABC):
 
     @abstractmethod
     def submit(self, rd: RunDir, manifest: dict[str, Any], todo: dict[str, list[int]],
-               *, aggregate: bool) -> SubmitResult:
-        """Run or submit the shards in `todo` (stage order = manifest order), then aggregation."""
+               *, aggregate: bool, waiting_on: dict[tuple[str, int], str] | None = None,
+               also_after: Sequence[str] = ()) -> SubmitResult:
+        """Run or submit the shards in `todo` (stage order = manifest order), then aggregation.
+
+        `waiting_on`: upstream shards not in `todo` that a job already runs or queues
+        (shard → job id); a downstream shard in `todo` must start only after them.
+        `also_after`: other live jobs of the run the aggregation must wait for."""
 
 
 def make_executor(name: str, **kwargs: Any) -> Executor:

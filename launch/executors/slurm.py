@@ -4,10 +4,16 @@
   only the incomplete shards, as indices 0..m-1).
 - A stage that needs another depends on it element-wise (``aftercorr``) when both
   arrays hold the same shards, else on the whole upstream array (``afterany``; the
-  shard loop then refuses to start on an incomplete upstream).  Dependencies
+  shard loop then refuses to start on an incomplete upstream).  A shard whose upstream
+  is not resubmitted but still queued/running in an earlier job waits on exactly those
+  elements (``afterok``); one with a complete upstream starts at once.  Dependencies
   that can never be met cancel the element (``--kill-on-invalid-dep=yes``).
 - Arrays longer than the cluster's MaxArraySize are split into chunks.
-- The aggregate job runs ``afterany`` every array and checks completeness itself.
+- The aggregate job runs ``afterany`` every array and checks completeness itself; a
+  partial run is recorded in aggregate.json, not as a FAILED job.
+- Each array is recorded in jobs.json as soon as sbatch accepts it, with its job name
+  (``vb-<run directory name>-<stage>``), which `cancel` uses to never touch a job id
+  SLURM has reused for someone else.
 - USR2 (``signal_delay_s`` before the time limit): submitit checkpoints
   `ShardJob` — the ledger is already durable, so the checkpoint is the job
   itself — and requeues (`scontrol requeue`: the same job id, so the next stage's
@@ -21,15 +27,15 @@ Job ids go to jobs.json; submitit's own job objects are never consulted again.
 
 from __future__ import annotations
 
-import math
 import re
+import shlex
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..jobs import add_submissions
-from ..profiles import PartitionSpec, Profile
+from ..profiles import PartitionSpec, Profile, job_time
 from ..rundir import RunDir
 from .base import Executor, SubmitResult
 
@@ -63,14 +69,45 @@ def cluster_partitions() -> set[str] | None:
     return {line.strip() for line in out.stdout.splitlines() if line.strip()}
 
 
+def dependency_groups(shards: list[int], needs: list[str],
+                      arrays: dict[str, list[tuple[list[int], str]]],
+                      waiting_on: dict[tuple[str, int], str],
+                      limit: int) -> list[tuple[list[int], str | None]]:
+    """Split a stage's shards into arrays by what they must wait for: (shards, dependency).
+
+    Shards whose upstream shard is in this submission (`arrays`: upstream stage → [(shards,
+    array id)]) depend element-wise on it; shards whose upstream is still queued or running in
+    an earlier job (`waiting_on`) wait for exactly those elements; the rest start at once."""
+    def old_jobs(part: list[int]) -> list[str]:
+        return sorted({waiting_on[(need, k)] for need in needs for k in part
+                       if (need, k) in waiting_on})
+
+    fresh_up = {k for need in needs for part, _ in arrays.get(need, []) for k in part}
+    linked = [k for k in shards if k in fresh_up]
+    waiting = [k for k in shards if k not in fresh_up and old_jobs([k])]
+    free = [k for k in shards if k not in fresh_up and not old_jobs([k])]
+    groups: list[tuple[list[int], str | None]] = []
+    for c, part in enumerate(chunks(linked, limit)):
+        deps = [d for d in (SlurmExecutor._dependency(needs, arrays, c, part),) if d]
+        if old_jobs(part):
+            deps.append("afterok:" + ":".join(old_jobs(part)))
+        groups.append((part, ",".join(deps) or None))
+    groups += [(part, "afterok:" + ":".join(old_jobs(part))) for part in chunks(waiting, limit)]
+    groups += [(part, None) for part in chunks(free, limit)]
+    return groups
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 def chunks(items: list[int], size: int) -> list[list[int]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def _job_minutes(spec: PartitionSpec, count: int, seconds_per_instance: float) -> int:
-    if spec.time_min is not None:
-        return spec.time_min
-    return max(10, math.ceil(count * seconds_per_instance * 1.5 / 60) + 5)
+def _job_minutes(spec: PartitionSpec, count: int, stage: dict[str, Any], model: str | None) -> int:
+    """See `launch.profiles.job_time` (model loading for stages that run the model)."""
+    return job_time(spec, stage, count, model).minutes
 
 
 class ShardJob:
@@ -83,12 +120,14 @@ class ShardJob:
 
         usr = _preempt_signal()
         submitit_handler = signal.getsignal(usr)
+        # wait=True: a second job of the same shard (submitted twice) waits for the first and
+        # then finds the shard done, instead of failing and cancelling its dependants.
         if not callable(submitit_handler):  # not started by submitit: no requeue to ask for
-            o = run_shard(run_dir, stage, shard)
+            o = run_shard(run_dir, stage, shard, wait=True)
         else:
             try:
                 with requeue_on_signal(usr, _submitit_requeue(submitit_handler)):
-                    o = run_shard(run_dir, stage, shard)
+                    o = run_shard(run_dir, stage, shard, wait=True)
             except ShardRequeued:
                 # What submitit's handler does after requeueing; BaseException, so no result
                 # pickle is written and the job is not "finished" for submitit either.
@@ -128,12 +167,16 @@ def _submitit_requeue(handler: Callable[[int, Any], Any]) -> Callable[[int, Any]
 
 
 def aggregate_job(run_dir: str) -> dict[str, Any]:
+    """The aggregate job ends COMPLETED when it built the tables, partial or not: an
+    incomplete run is recorded where the run's state lives (aggregate.json `partial`,
+    `launch status` exit 1), not as a FAILED job that monitoring would read as the job's
+    own failure after every recovery.  It fails only when aggregation itself fails."""
     from ..finalize import aggregate_run
 
     result = aggregate_run(RunDir(run_dir))
     if not result.complete:
-        raise RuntimeError(f"run incomplete, tables are partial: {result.message}")
-    return {"tables": [str(p) for p in result.paths]}
+        print(f"run incomplete, tables are partial: {result.message}", flush=True)
+    return {"complete": result.complete, "tables": [str(p) for p in result.paths]}
 
 
 class SlurmExecutor(Executor):
@@ -157,7 +200,9 @@ class SlurmExecutor(Executor):
             "mem": f"{int(max(spec.mem_gb or 0, float(stage['mem_gb'])) * 1024)}M",
             "signal_delay_s": self.profile.signal_delay_s,
             "array_parallelism": parallelism,
-            "setup": list(self.profile.setup) + [f"export VERIBATCH_RUN_DIR={rd.root.resolve()}"],
+            "setup": list(self.profile.setup) + [f"export VERIBATCH_RUN_DIR={shlex.quote(str(rd.root.resolve()))}"]
+            + ([f"export VERIBATCH_IMAGES={shlex.quote(self.profile.image_dir)}"]
+               if self.profile.image_dir else []),
             "additional_parameters": extra,
         }
         for key, value in (("partition", spec.partition), ("gres", spec.gres),
@@ -189,17 +234,26 @@ class SlurmExecutor(Executor):
                     f"partitions: {', '.join(sorted(known))}")
 
     def submit(self, rd: RunDir, manifest: dict[str, Any], todo: dict[str, list[int]],
-               *, aggregate: bool) -> SubmitResult:
+               *, aggregate: bool, waiting_on: dict[tuple[str, int], str] | None = None,
+               also_after: Sequence[str] = ()) -> SubmitResult:
+        """One array (chunked by MaxArraySize) per stage and dependency group, each recorded
+        in jobs.json the moment sbatch accepts it: a failure half-way leaves every job that
+        was submitted visible to `status`, `cancel` and the next `resume`.
+
+        A downstream stage's shards fall in three groups: those whose upstream shard is in
+        this submission (element-wise `aftercorr` when the arrays line up), those whose
+        upstream is still running or queued in an earlier job (`afterok` on exactly those
+        elements), and those free to start at once (no dependency) — so resuming a few
+        shards never makes the downstream wait for a whole upstream array."""
         from ..instances import read_spans
 
         self.check_partitions(manifest)
         spans = read_spans(rd)
         limit = self.profile.max_array_size or max_array_size()
-        run_id = manifest["run_id"]
+        waiting_on = waiting_on or {}
         stages = [s for s in manifest["stages"] if s.get("added_by") != "launch"]
         arrays: dict[str, list[tuple[list[int], str]]] = {}  # stage → [(shards, job id)]
         entries: list[dict[str, Any]] = []
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         root = str(rd.root.resolve())
         for st in stages:
             shards = sorted(todo.get(st["name"], []))
@@ -207,35 +261,48 @@ class SlurmExecutor(Executor):
                 continue
             spec = self.profile.for_resource(st["resource"], st["name"])
             per_shard = max(spans[k].count for k in shards)
-            minutes = _job_minutes(spec, per_shard, st["seconds_per_instance"])
+            minutes = _job_minutes(spec, per_shard, st, manifest["config"].get("model"))
             arrays[st["name"]] = []
-            for c, part in enumerate(chunks(shards, limit)):
-                dep = self._dependency(st["needs"], arrays, c, part)
-                ex = self._executor(rd, f"vb-{run_id}-{st['name']}", spec, minutes, st, dep,
+            groups = dependency_groups(shards, st["needs"], arrays, waiting_on, limit)
+            for part, dep in groups:
+                job_name = f"vb-{rd.root.name}-{st['name']}"
+                ex = self._executor(rd, job_name, spec, minutes, st, dep,
                                     self.profile.array_parallelism)
                 try:
                     jobs = ex.map_array(ShardJob(), [root] * len(part), [st["name"]] * len(part),
                                         part)
                 except Exception as e:  # noqa: BLE001  (submitit wraps sbatch errors variously)
+                    done = ", ".join(f"{x['stage']}:{x['array_id']}" for x in entries) or "none"
                     raise SubmitError(f"sbatch refused stage {st['name']} "
-                                      f"(shards {part[:5]}...): {e}") from e
+                                      f"(shards {part[:5]}...): {e}; already submitted and "
+                                      f"recorded in jobs.json: {done}") from e
                 array_id = str(jobs[0].job_id).split("_")[0]
                 arrays[st["name"]].append((part, array_id))
-                entries.append({"stage": st["name"], "array_id": array_id, "submitted": now,
-                                "dependency": dep, "partition": spec.partition,
-                                "time_min": minutes, "profile": self.profile.name,
-                                "jobs": {str(k): str(j.job_id) for k, j in zip(part, jobs, strict=False)}})
+                entry = {"stage": st["name"], "array_id": array_id, "submitted": _now(),
+                         "job_name": job_name, "dependency": dep, "partition": spec.partition,
+                         "time_min": minutes, "profile": self.profile.name,
+                         "jobs": {str(k): str(j.job_id) for k, j in zip(part, jobs, strict=True)}}
+                add_submissions(rd, [entry])
+                entries.append(entry)
         if aggregate:
-            all_ids = [jid for parts in arrays.values() for _, jid in parts]
+            ids = [jid for parts in arrays.values() for _, jid in parts] + list(also_after)
             spec = self.profile.for_resource("cpu", "aggregate")
-            ex = self._executor(rd, f"vb-{run_id}-aggregate", spec, spec.time_min or 30,
+            job_name = f"vb-{rd.root.name}-aggregate"
+            ex = self._executor(rd, job_name, spec, spec.time_min or 30,
                                 {"cpus_per_task": 1, "mem_gb": 4, "gpus_per_task": 0},
-                                "afterany:" + ":".join(all_ids) if all_ids else None, 1)
+                                "afterany:" + ":".join(ids) if ids else None, 1)
             ex.update_parameters(additional_parameters={**self.profile.sbatch})
-            job = ex.submit(aggregate_job, root)
-            entries.append({"stage": "aggregate", "array_id": str(job.job_id), "submitted": now,
-                            "dependency": "afterany", "jobs": {"0": str(job.job_id)}})
-        add_submissions(rd, entries)
+            try:
+                job = ex.submit(aggregate_job, root)
+            except Exception as e:  # noqa: BLE001
+                raise SubmitError(f"sbatch refused the aggregate job: {e}; the stages' jobs "
+                                  "are submitted (jobs.json); `launch resume` submits it "
+                                  "again") from e
+            entry = {"stage": "aggregate", "array_id": str(job.job_id), "submitted": _now(),
+                     "job_name": job_name, "dependency": "afterany",
+                     "jobs": {"0": str(job.job_id)}}
+            add_submissions(rd, [entry])
+            entries.append(entry)
         return SubmitResult(submitted={st: sorted(v) for st, v in todo.items() if v},
                             finished=False, jobs=entries)
 

@@ -15,8 +15,16 @@ from typing import Any
 
 from tasks.base import DatasetError, Instance, RunConfig, Stage, Task, register
 from tasks.invbench import data
+from tasks.sampling import resolve_samples
 
 SPLIT_FOLDERS = {"Easy": "easy", "Hard": "hard", "Programs": "training"}
+
+
+def _split_name(dataset: str) -> str:
+    """The split a dataset spec names, without resolving (or downloading) its data."""
+    if "/" in dataset and ":" not in dataset:
+        return SPLIT_FOLDERS.get(Path(dataset).expanduser().name, "")
+    return dataset.partition(":")[0]
 
 
 def _resolve(dataset: str) -> tuple[str, Path | None]:
@@ -40,6 +48,7 @@ def _resolve(dataset: str) -> tuple[str, Path | None]:
 @register
 class InvBenchTask(Task):
     name = "invbench"
+    verifiers = ("z3", "uautomizer")
     default_dataset = "sample"
 
     def datasets(self) -> dict[str, str]:
@@ -59,8 +68,14 @@ class InvBenchTask(Task):
         return {
             "budget_s": 600.0,  # verifier budget of the baseline (and fallback decision timeout)
             "n_samples": 1,  # Best-of-N: 16 (temperature then defaults to 0.7)
-            "timeout_source": "baseline",  # baseline | reference | budget
-            "memory_mb": 4096,
+            # decision timeouts: this run's baseline solve time | the paper's, upstream's
+            # recorded UAutomizer time (timing.json, pinned) | the budget
+            "timeout_source": "baseline",
+            "memory_mb": None,  # per query; None: the verifier's default (uautomizer 16384, else 4096)
+            "cpu_limit_s": None,  # per query; None: no CPU-time cap (the benchmark is wall-clock)
+            # §5.4 arm (no --model): invariants of the run's own baseline | upstream's
+            # Training/invariants.json (UAutomizer's, the paper's setting; training split only)
+            "verifier_invariants": "baseline",
             "runtime": "native",  # native | apptainer
             "image": "",  # apptainer image of the verifier
             "generate_batch": 16,
@@ -69,7 +84,9 @@ class InvBenchTask(Task):
     def default_sampling(self, config_model: str | None) -> dict[str, Any]:
         if config_model is None:
             return {}
-        return {"max_tokens": 256, "seed": 0}
+        from tasks.invbench.stages import MAX_TOKENS
+
+        return {"max_tokens": MAX_TOKENS, "seed": 0}
 
     def resolve_config(self, config: RunConfig) -> RunConfig:
         """Record the verifier's own version and the effective temperature in the config, so a
@@ -81,17 +98,25 @@ class InvBenchTask(Task):
                 f"timeout_source={config.options.get('timeout_source')!r}: "
                 "expected baseline, reference or budget"
             )
-        n_cli = config.sampling.get("n")
-        if n_cli is not None:  # `launch invbench --n 16` and `-o n_samples=16` mean the same
-            n_opt = int(config.options.get("n_samples", 1))
-            if n_opt not in (1, int(n_cli)):
-                raise ValueError(f"--n {n_cli} contradicts -o n_samples={n_opt}")
-            sampling = {k: v for k, v in config.sampling.items() if k != "n"}
-            config = replace(config, sampling=sampling, options={**config.options, "n_samples": int(n_cli)})
-        if config.model is not None and "temperature" not in config.sampling:
-            # InvBench: greedy for one sample, T=0.7 for Best-of-N (§5.6); recorded explicitly.
-            n = int(config.options.get("n_samples", 1))
-            config = replace(config, sampling={**config.sampling, "temperature": 0.0 if n == 1 else 0.7})
+        source = config.options.get("verifier_invariants", "baseline")
+        if source not in ("baseline", "upstream"):
+            raise ValueError(f"verifier_invariants={source!r}: expected baseline or upstream")
+        if source == "upstream" and config.model is None and _split_name(config.dataset) != "training":
+            raise ValueError(
+                "verifier_invariants=upstream feeds back InvBench's Training/invariants.json, which "
+                f"only the training split has (dataset {config.dataset!r}); use --dataset training"
+            )
+        for key in ("memory_mb", "cpu_limit_s"):
+            value = config.options.get(key)
+            if value not in (None, "") and float(value) <= 0:
+                raise ValueError(f"{key}={value!r}: expected a positive number")
+        if config.options.get("memory_mb") in (None, ""):
+            from tasks.invbench.stages import memory_mb
+
+            # resolved here, so the run id and the manifest carry the limit the queries get
+            config = replace(config, options={**config.options, "memory_mb": memory_mb(config)})
+        # InvBench: greedy for one sample, T=0.7 for Best-of-N (§5.6); recorded explicitly.
+        config = resolve_samples(config)
         if config.verifier_version:
             return config
         from tasks.invbench.stages import verifier_for

@@ -16,18 +16,17 @@ invariant can "prove" it; the decision procedure can still refute it via DEC-FAL
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import statistics
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tasks.base import DatasetError, Instance, UnknownNameError
+from tasks.pinned import hash_files
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +131,6 @@ def read_timing(path: Path, report: LoadReport) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def load_split(
     name: str, root: Path, *, limit: int | None = None, report: LoadReport | None = None
 ) -> list[Instance]:
@@ -185,7 +180,7 @@ def load_split(
             "expected_verdict": row["result"],
             "reference_time_s": row["time"],
             "reference_times_s": json.dumps(row["times"]),
-            "reference_tool": "UAutomizer (upstream timing)",
+            "reference_tool": "UAutomizer (InvBench timing.json)",
             "quirks": ",".join(quirks),
         }
         if name == "training":
@@ -195,13 +190,24 @@ def load_split(
                 id=f"{TASK}/{name}/{path.name}",
                 task=TASK,
                 split=name,
-                payload={"program": path.read_text(), "file": path.name},
+                payload={"program": program_text(path), "file": path.name},
                 meta=meta,
             )
         )
     _log_report(report)
     LAST_REPORT[name] = report
     return instances
+
+
+def program_text(path: Path) -> str:
+    """A program file as text; a file that is not UTF-8 is a DatasetError naming it."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise DatasetError(f"{path}: line {line}: not UTF-8 text (byte 0x{data[e.start]:02x} "
+                           f"at offset {e.start})") from None
 
 
 def load_sample(*, limit: int | None = None) -> list[Instance]:
@@ -222,7 +228,7 @@ def load_sample(*, limit: int | None = None) -> list[Instance]:
                 id=f"{TASK}/sample/{path.name}",
                 task=TASK,
                 split="sample",
-                payload={"program": path.read_text(), "file": path.name},
+                payload={"program": program_text(path), "file": path.name},
                 meta={
                     "file": path.name,
                     "source": str(path),
@@ -235,14 +241,6 @@ def load_sample(*, limit: int | None = None) -> list[Instance]:
             )
         )
     return instances
-
-
-def hash_files(paths: Iterable[Path], base: Path) -> str:
-    """sha256 over (relative name, content hash) pairs, in sorted order."""
-    h = hashlib.sha256()
-    for p in sorted(paths):
-        h.update(str(p.relative_to(base)).encode() + b"\0" + _sha256(p.read_bytes()).encode() + b"\n")
-    return h.hexdigest()
 
 
 def split_hash(name: str, root: Path | None) -> str:

@@ -19,7 +19,16 @@ both answers are in.
 
 `run_candidates` evaluates N candidates in parallel (Best-of-N): all 2N queries start
 together; the first candidate to reach a conclusive outcome (T or F) wins and every
-query still running is killed, not awaited (InvBench §5.6).
+d_b query still running is killed, not awaited (InvBench §5.6).
+
+"% correct invariant" (Tables 2/3, §4) counts instances with a *verified-correct*
+invariant: some candidate's d_a = T within the instance's decision timeout.  Whether ψ is
+an invariant does not depend on which rule decided or which candidate won, so killing
+d_a at the decision (after DEC-FALSE, or when another candidate wins) would undercount
+it.  With ``settle_invariants`` (the default) the d_a queries of all candidates keep
+running after the decision, under the same limits, until one of them proves its ψ (the
+instance is then counted, and the rest are killed) or all have ended.  The decision and
+its time — what speedups are computed from — are fixed at the moment the rules fire.
 """
 
 from __future__ import annotations
@@ -74,7 +83,8 @@ class CandidateRun:
     decision: str | None = None
     rule: str | None = None
     decision_time_s: float | None = None
-    killed: bool = False  # stopped because another candidate decided first
+    killed: bool = False  # its d_b was stopped because another candidate decided first
+    d_a_after_decision: bool = False  # d_a ended after the decision (kept running to settle it)
     queries: dict[str, RunningQuery] = field(default_factory=dict)
 
     @property
@@ -111,6 +121,7 @@ def run_candidates(
     *,
     make_query: Callable[[Path], Any],
     first_decisive_wins: bool = True,
+    settle_invariants: bool = True,
     poll_s: float = 0.01,
 ) -> list[CandidateRun]:
     """Run d_a ∥ d_b for every candidate and apply `decide`; return the candidates, decided.
@@ -121,6 +132,7 @@ def run_candidates(
             qdir = log_dir / f"cand{run.index}_{which}"
             qdir.mkdir(parents=True, exist_ok=True)
             run.queries[which] = verifier.start(make_query(path), limits, qdir)
+    keep = ("d_a",) if settle_invariants else ()
     open_runs = list(candidates)
     while open_runs:
         progressed = False
@@ -137,19 +149,43 @@ def run_candidates(
                 continue
             run.decision, run.rule = outcome
             run.decision_time_s = _decision_time(run)
-            for which in list(run.queries):  # e.g. d_a after DEC-FALSE
-                _stop(run, which)
+            for which in list(run.queries):  # d_a after DEC-FALSE: kept to settle ψ, unless asked
+                if which not in keep:
+                    _stop(run, which)
             open_runs.remove(run)
             if run.decision in (T, F):
                 newly_decisive.append(run)
         if first_decisive_wins and newly_decisive:
             # Several may finish within one poll: the fastest is the winner, the others
-            # keep their (also decisive) outcome; everything still running is killed.
+            # keep their (also decisive) outcome; every other d_b is killed.
             for other in open_runs:
                 for which in list(other.queries):
-                    _stop(other, which)
+                    if which not in keep:
+                        _stop(other, which)
                 other.killed = True
             break
         if open_runs and not progressed:
             time.sleep(poll_s)
+    _settle(candidates, poll_s)
     return candidates
+
+
+def _settle(candidates: list[CandidateRun], poll_s: float) -> None:
+    """Let the d_a queries still running end (or one of them prove its ψ; then stop the rest)."""
+    running = [r for r in candidates if "d_a" in r.queries]
+    proved = any(r.status_a == Status.TRUE for r in candidates)
+    while running and not proved:
+        progressed = False
+        for run in list(running):
+            res = run.queries["d_a"].poll()
+            if res is None:
+                continue
+            run.queries.pop("d_a")
+            run.d_a, run.d_a_after_decision = res, True
+            running.remove(run)
+            progressed = True
+            proved = proved or res.status == Status.TRUE
+        if running and not progressed:
+            time.sleep(poll_s)
+    for run in running:
+        _stop(run, "d_a")

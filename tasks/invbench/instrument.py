@@ -19,6 +19,10 @@ condition is evaluated (the cut point of the loop), so a condition with side eff
     do S while (c)       →  do { CHECK; S } while (c)
 
 A ``continue`` in S reaches CHECK again, as it reaches the head in the original loop.
+
+`instrument_all` does the same for a *set* of invariants q₁…qₙ at several loops (§5.4:
+all of a program's UAutomizer invariants supplied together): d_a asserts every ψᵢ at its
+loop head (the set is proved only if each of them holds), d_b assumes every one.
 """
 
 from __future__ import annotations
@@ -103,27 +107,46 @@ def _abort_decl() -> c_ast.Decl:
     return c_ast.Decl("abort", [], [], ["extern"], [], fdecl, None, None)
 
 
-def _prepare(program: str, label: int, filename: str) -> tuple[c_ast.FileAST, c_ast.Node]:
+def _prepare(program: str, labels: list[int], filename: str) -> tuple[c_ast.FileAST, dict[int, c_ast.Node]]:
     ast = cfront.parse(program, filename=filename)
     if not any(isinstance(e, c_ast.FuncDef) and e.decl.name == ERROR_FN for e in ast.ext) and not _declares(ast, ERROR_FN):
         raise InstrumentationError(f"{filename}: no {ERROR_FN}() target in the program")
     sites = {s.label: s for s in cfront.loop_sites(ast)}
-    if label not in sites:
-        raise InstrumentationError(f"{filename}: no loop {label} (loops: {sorted(sites)})")
+    missing = sorted(set(labels) - set(sites))
+    if missing:
+        raise InstrumentationError(f"{filename}: no loop {', '.join(map(str, missing))} (loops: {sorted(sites)})")
     if not _declares(ast, "abort"):
         ast.ext.insert(0, _abort_decl())
-    return ast, sites[label].node
+    return ast, {label: sites[label].node for label in labels}
 
 
 def instrument(program: str, label: int, predicate: c_ast.Node | str, *, filename: str = "<program>") -> Instrumented:
     """d_a's and d_b's programs for ψ (an expression node or validated C text) at loop `label`."""
-    psi_text = predicate if isinstance(predicate, str) else cfront.to_source(predicate)
+    return instrument_all(program, [(label, predicate)], filename=filename)
 
-    def psi() -> c_ast.Node:
-        return cfront.parse_expression(psi_text, filename="<predicate>")
 
-    # d_a: neutralise the original target first, then add the ψ assertion at ℓ.
-    ast_a, loop_a = _prepare(program, label, filename)
+def instrument_all(
+    program: str, invariants: list[tuple[int, c_ast.Node | str]], *, filename: str = "<program>"
+) -> Instrumented:
+    """d_a's and d_b's programs for a set of invariants (loop label, ψ); ψs of one loop are
+    conjoined."""
+    if not invariants:
+        raise InstrumentationError(f"{filename}: no invariant to instrument")
+    by_loop: dict[int, list[str]] = {}
+    for label, predicate in invariants:
+        text = predicate if isinstance(predicate, str) else cfront.to_source(predicate)
+        by_loop.setdefault(label, []).append(text)
+
+    def psi(label: int) -> c_ast.Node:
+        parts = [cfront.parse_expression(p, filename="<predicate>") for p in by_loop[label]]
+        expr = parts[0]
+        for part in parts[1:]:
+            expr = c_ast.BinaryOp("&&", expr, part)
+        return expr
+
+    labels = sorted(by_loop)
+    # d_a: neutralise the original target first, then add the ψ assertions at their loops.
+    ast_a, loops_a = _prepare(program, labels, filename)
     finder = _TargetCalls()
     for ext in ast_a.ext:
         if isinstance(ext, c_ast.FuncDef) and ext.decl.name != ERROR_FN:
@@ -139,11 +162,13 @@ def instrument(program: str, label: int, predicate: c_ast.Node | str, *, filenam
             getattr(parent, attr)[int(idx)] = new
         else:
             setattr(parent, name, new)
-    assert_psi = c_ast.If(_not(psi()), c_ast.Compound([_call(ERROR_FN)]), None)
-    replace_node(ast_a, loop_a, _loop_head(loop_a, assert_psi))
+    for label in labels:
+        assert_psi = c_ast.If(_not(psi(label)), c_ast.Compound([_call(ERROR_FN)]), None)
+        replace_node(ast_a, loops_a[label], _loop_head(loops_a[label], assert_psi))
 
-    # d_b: the target stays; ψ is assumed at ℓ.
-    ast_b, loop_b = _prepare(program, label, filename)
-    assume_psi = c_ast.If(_not(psi()), c_ast.Compound([_call("abort")]), None)
-    replace_node(ast_b, loop_b, _loop_head(loop_b, assume_psi))
+    # d_b: the target stays; every ψ is assumed at its loop.
+    ast_b, loops_b = _prepare(program, labels, filename)
+    for label in labels:
+        assume_psi = c_ast.If(_not(psi(label)), c_ast.Compound([_call("abort")]), None)
+        replace_node(ast_b, loops_b[label], _loop_head(loops_b[label], assume_psi))
     return Instrumented(check_invariant=cfront.to_source(ast_a), use_invariant=cfront.to_source(ast_b))

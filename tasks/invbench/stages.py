@@ -4,9 +4,16 @@
   time (the per-instance timeout of ``verify``) and the invariants the verifier found.
 - ``generate`` (gpu, only with a model): one prompt per instance, `n_samples` completions.
 - ``verify`` (cpu): each completion is parsed, validated and, if valid and new, decided by
-  d_a ∥ d_b (`tasks.invbench.decision`).  Without a model the candidates are the
-  baseline's own invariants, labelled ``arm="verifier-invariant"`` (§5.4), with generation
-  time 0 — they are never presented as model output.
+  d_a ∥ d_b (`tasks.invbench.decision`).  Without a model the candidate is the set of
+  verifier invariants of the program, supplied together (§5.4) — the baseline's own
+  (``-o verifier_invariants=baseline``) or UAutomizer's from the training set's
+  ``invariants.json`` (``=upstream``, the paper's setting) — labelled
+  ``arm="verifier-invariant"`` with generation time 0; never presented as model output.
+
+Every query reads the program as the dataset gives it (the original text, which both
+verifiers take), so the baseline's time is the time on the benchmark's file and the
+lines in a verifier's reasons and invariants are the file's own; d_a/d_b are the
+front end's re-print of the instrumented program.
 
 Every per-instance problem (a program the C front end rejects, an unparsable answer, an
 invalid predicate, a crashing verifier) becomes a record with a status; only
@@ -19,32 +26,61 @@ import json
 import logging
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.base import Instance, InstanceResult, Record, RunConfig, Stage, StageContext
+from tasks.base import (
+    Instance,
+    InstanceResult,
+    Record,
+    RunConfig,
+    Stage,
+    StageContext,
+    instance_dirname,
+)
 from tasks.invbench.answer import Answer, parse_answer
 from tasks.invbench.decision import CandidateRun, run_candidates
-from tasks.invbench.instrument import InstrumentationError, instrument
+from tasks.invbench.instrument import InstrumentationError, instrument_all
 from tasks.invbench.markers import MarkedProgram, mark
 from tasks.invbench.prompt import build_request, template_hash
 from tasks.invbench.validation import Valid, validate
+from tasks.sampling import sampling_for
+from verifiers.result import Status
 
 log = logging.getLogger(__name__)
 
+# The paper gives no limit; its strongest models (o3, gpt-5, gpt-oss-120b) reason before
+# answering and their reasoning tokens count against it: 256 cut them off mid-thought.
+# 8192 is what the gpt-oss reproduction harness on InvBench (wonda) gives them.
+MAX_TOKENS = 8192
 ARM_MODEL = "model"
 ARM_VERIFIER = "verifier-invariant"
 ENGINE_ERROR = "engine error"
 
 
-def _safe_name(instance_id: str) -> str:
-    return instance_id.replace("/", "__")
+MEMORY_MB = {"uautomizer": 16384}  # InvBench's harness allowed 16 GB; the easy split peaks at 3.5 GB
+DEFAULT_MEMORY_MB = 4096
+# Cores per query: UAutomizer (JVM threads + solver processes) uses 1.0-2.3x as much CPU as
+# wall time on the easy split (wonda's runlim data), so one core would slow it below the
+# times it is compared with.
+QUERY_CORES = {"uautomizer": 2}
+
+
+def memory_mb(config: RunConfig) -> int:
+    """The per-query memory limit: the option, else the verifier's default."""
+    given = config.options.get("memory_mb")
+    return int(given) if given not in (None, "") else MEMORY_MB.get(config.verifier, DEFAULT_MEMORY_MB)
 
 
 def _limits(config: RunConfig, wall_s: float) -> Any:
+    """The benchmark is wall-clock (§4): no CPU-time cap unless ``-o cpu_limit_s`` asks for one
+    (UAutomizer uses 1.0-2.3x as much CPU as wall time; a cap equal to the wall limit would
+    stop it at ~60 % of its budget)."""
     from verifiers.result import Limits
 
-    return Limits(wall_s=wall_s, memory_mb=int(config.options.get("memory_mb", 4096)))
+    cpu = config.options.get("cpu_limit_s")
+    return Limits(wall_s=wall_s, cpu_s=math.inf if cpu in (None, "") else float(cpu), memory_mb=memory_mb(config))
 
 
 def verifier_for(config: RunConfig) -> Any:
@@ -75,15 +111,10 @@ def _marked(instance: Instance) -> MarkedProgram | str:
         return str(e)
 
 
-def _program_for_tools(instance: Instance) -> str:
-    """The program every query of this instance sees: the front end's re-print (so the
-    baseline and d_a/d_b differ only by the instrumentation), or the original text."""
-    from verifiers import cfront
-
-    try:
-        return cfront.to_source(cfront.parse(instance.payload["program"], filename=instance.payload["file"]))
-    except cfront.CParseError:
-        return instance.payload["program"]
+def _original(instance: Instance) -> str:
+    """The program as the dataset gives it: what the baseline verifies and what d_a/d_b are
+    instrumented from (both verifiers read SV-COMP files as they are)."""
+    return str(instance.payload["program"])
 
 
 # ---------------------------------------------------------------- baseline
@@ -95,10 +126,10 @@ def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
     verifier = verifier_for(config)
     limits = _limits(config, budget)
     for inst in instances:
-        work = ctx.scratch_dir() / "baseline" / _safe_name(inst.id)
+        work = ctx.scratch_dir() / "baseline" / instance_dirname(inst.id)
         work.mkdir(parents=True, exist_ok=True)
         program = work / inst.payload["file"]
-        program.write_text(_program_for_tools(inst))
+        program.write_text(_original(inst))
         res = verifier.run(_query(program), limits, work)
         invariants = res.extras.get("invariants") or []
         expected = inst.meta.get("expected_verdict")
@@ -118,6 +149,7 @@ def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
             "expected_verdict": expected,
             "verdict_conflict": bool(res.status.decided and expected and str(res.status) != expected),
             "reference_time_s": inst.meta.get("reference_time_s"),
+            "reference_tool": inst.meta.get("reference_tool"),
             "invariants": json.dumps(invariants),
             "n_invariants": len(invariants),
             "log_path": res.log_path,
@@ -131,27 +163,12 @@ def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
 # ---------------------------------------------------------------- generate
 
 
-def sampling_for(config: RunConfig) -> Any:
-    from inference.types import Sampling
-
-    s = dict(config.sampling)
-    n = int(config.options.get("n_samples", 1))
-    return Sampling(
-        n=n,
-        temperature=float(s.get("temperature", 0.0 if n == 1 else 0.7)),
-        top_p=float(s.get("top_p", 1.0)),
-        max_tokens=int(s.get("max_tokens", 256)),
-        seed=int(s.get("seed", 0)),
-        stop=tuple(s.get("stop", ())),
-    )
-
-
 def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
     from inference import completion_to_record, open_engine
 
     config = ctx.config
     assert config.model is not None
-    sampling = sampling_for(config)
+    sampling = sampling_for(config, MAX_TOKENS)
     requests, marked_ok, failed = [], [], []
     for inst in instances:
         m = _marked(inst)
@@ -192,47 +209,116 @@ def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
 
 # ---------------------------------------------------------------- verify
 
+TIMEOUT_SOURCES = ("baseline", "reference", "budget")
 
-def _candidates_from_model(gen: list[Record], labels: list[int]) -> list[tuple[int, str, Answer | str]]:
-    """(sample index, raw text, parsed answer or the reason it is unparsable)."""
-    out: list[tuple[int, str, Answer | str]] = []
+
+@dataclass
+class Candidate:
+    """One candidate q before validation: a model completion, or a set of verifier invariants.
+
+    `invariants` holds (loop label, ψ) pairs; a model answer has one, the §5.4 arm a set."""
+
+    index: int
+    answer: str
+    invariants: list[tuple[int, str]] = field(default_factory=list)
+    problem: str | None = None  # why there is no q: the record's reason
+    problem_status: str = "unparsable"  # unparsable | engine_error | not_at_loop_head
+    dropped: list[str] = field(default_factory=list)  # verifier invariants left out, and why
+
+
+def _candidates_from_model(gen: list[Record], labels: list[int]) -> list[Candidate]:
+    out: list[Candidate] = []
     for r in sorted(gen, key=lambda r: r.get("sample_index", 0)):
+        text = r.get("completion_text") or ""
         if r.get("status") != "ok":
             why = r.get("completion_error") or r.get("error")
-            out.append((int(r.get("sample_index", -1)), r.get("completion_text") or "", f"{ENGINE_ERROR}: {why}"))
+            out.append(Candidate(int(r.get("sample_index", -1)), text, problem=f"{ENGINE_ERROR}: {why}",
+                                 problem_status="engine_error"))
             continue
-        text = r["completion_text"]
         parsed = parse_answer(text, labels)
-        out.append((int(r["sample_index"]), text, parsed if isinstance(parsed, Answer) else parsed.reason))
-    return out
-
-
-def _candidates_from_verifier(base: Record, labels: list[int]) -> list[tuple[int, str, Answer | str]]:
-    out: list[tuple[int, str, Answer | str]] = []
-    for i, inv in enumerate(json.loads(base.get("invariants") or "[]")):
-        loop = inv.get("loop")
-        text = json.dumps(inv, sort_keys=True)
-        if loop not in labels:
-            out.append((i, text, f"verifier invariant names loop {loop!r}, not one of {labels}"))
+        if isinstance(parsed, Answer):
+            out.append(Candidate(int(r["sample_index"]), text, [(parsed.label, parsed.predicate)]))
         else:
-            out.append((i, text, Answer(int(loop), str(inv.get("invariant", "")))))
+            out.append(Candidate(int(r["sample_index"]), text, problem=parsed.reason))
     return out
 
 
-def _decision_timeout(config: RunConfig, base: Record, inst: Instance) -> float:
+def _verifier_invariants(config: RunConfig, base: Record, inst: Instance) -> tuple[str, list[dict[str, Any]]]:
+    """(source, invariants) for the §5.4 arm: the baseline's own, or upstream's UAutomizer ones."""
+    if config.options.get("verifier_invariants", "baseline") == "upstream":
+        return "upstream", list(json.loads(inst.meta.get("reference_invariants") or "[]"))
+    return "baseline", list(json.loads(base.get("invariants") or "[]"))
+
+
+def _candidate_from_verifier(invariants: list[dict[str, Any]], marked: MarkedProgram) -> Candidate:
+    """All of a program's loop invariants as ONE candidate, supplied together (§5.4).
+
+    An invariant is placed at its ``loop`` when the verifier named one (the embedded z3),
+    else at the loop whose keyword is on its ``line`` in the original program (UAutomizer's
+    results and InvBench's ``invariants.json`` give lines).  Entries at no loop head
+    (Ultimate also reports function entries) are left out with the reason."""
+    by_line = {line: label for label, line in marked.lines.items()}
+    cand = Candidate(0, json.dumps(invariants, sort_keys=True))
+    for inv in invariants:
+        loop = inv.get("loop")
+        if loop is None and inv.get("line") is not None:
+            loop = by_line.get(int(inv["line"]))
+        if loop not in marked.labels:
+            where = f"loop {inv['loop']}" if inv.get("loop") is not None else f"line {inv.get('line')}"
+            cand.dropped.append(f"{where}: not a loop head of the program")
+            continue
+        cand.invariants.append((int(loop), str(inv.get("invariant", ""))))
+    if not cand.invariants:
+        cand.problem, cand.problem_status = "no invariant at a loop head: " + "; ".join(cand.dropped), "not_at_loop_head"
+    return cand
+
+
+def _decision_timeout(config: RunConfig, base: Record, inst: Instance) -> tuple[float, str]:
+    """The decision timeout of an instance and where it came from.
+
+    The paper's is "the problem's original solving time by UAutomizer" (§4):
+    ``timeout_source=reference`` (upstream's timing.json).  The default, ``baseline``, is this
+    run's own baseline solve time, which is the same quantity measured on the user's
+    hardware and verifier; an unsolved baseline (or a missing reference) falls back to the
+    budget, labelled ``budget-fallback``."""
     budget = float(config.options["budget_s"])
     source = config.options.get("timeout_source", "baseline")
     if source == "baseline" and base.get("solved"):
-        return float(base["baseline_time_s"])
+        return float(base["baseline_time_s"]), "baseline"
     if source == "reference" and inst.meta.get("reference_time_s") is not None:
-        return float(inst.meta["reference_time_s"])
-    return budget
+        return float(inst.meta["reference_time_s"]), "reference"
+    return budget, "budget" if source == "budget" else "budget-fallback"
 
 
 def _status_of(res: Any) -> str | None:
     if res is None:
         return None
     return "CANCELLED" if res.termination_reason == "cancelled" else str(res.status)
+
+
+def _validated(cand: Candidate, marked: MarkedProgram, rec: Record) -> list[tuple[int, str]] | None:
+    """The canonical (loop, ψ) pairs of a candidate, or None (the record says why).
+
+    A model answer is invalid as soon as its ψ is; from a verifier set only the invalid
+    members are left out (each is an invariant on its own: a subset stays correct)."""
+    valid: list[tuple[int, str]] = []
+    problems: list[str] = []
+    kind = ""
+    for label, predicate in cand.invariants:
+        checked = validate(predicate, marked.scopes[label])
+        if isinstance(checked, Valid):
+            valid.append((label, checked.canonical))
+        else:
+            kind = kind or checked.kind
+            problems.append(f"loop {label}: {checked.reason}")
+    if len(cand.invariants) == 1 and not valid:
+        rec.update(status=f"invalid_{kind}", reason=problems[0].split(": ", 1)[1])
+        return None
+    cand.dropped.extend(problems)
+    if not valid:
+        rec.update(status=f"invalid_{kind}", reason="; ".join(cand.dropped))
+        return None
+    return valid
 
 
 def verify_instance(
@@ -263,49 +349,59 @@ def verify_instance(
         if not gen:
             return [{**head, "status": "generation_missing"}]
         raw = _candidates_from_model(gen, marked.labels)
+        # each request's own generation time (inference.types.Completion.latency_s); with N
+        # samples the candidates exist once the request's last sample is done
         generation_time = max(float(r.get("generation_time_s") or 0.0) for r in gen)
     else:
-        raw = _candidates_from_verifier(base, marked.labels)
-        generation_time = 0.0  # the baseline's own invariant costs no generation (see docs)
-    timeout = _decision_timeout(config, base, inst)
-    head.update(generation_time_s=generation_time, timeout_s=timeout, n_candidates=len(raw))
+        source, invariants = _verifier_invariants(config, base, inst)
+        head["invariant_source"] = source
+        # no invariants (an unsafe program, a proof by complete unrolling): no candidate at all
+        raw = [_candidate_from_verifier(invariants, marked)] if invariants else []
+        generation_time = 0.0  # the verifier's own invariants cost no generation (see docs)
+    timeout, timeout_source = _decision_timeout(config, base, inst)
+    head.update(generation_time_s=generation_time, timeout_s=timeout, timeout_source=timeout_source,
+                n_candidates=len(raw))
 
-    work = ctx.scratch_dir() / "verify" / _safe_name(inst.id)
+    work = ctx.scratch_dir() / "verify" / instance_dirname(inst.id)
     work.mkdir(parents=True, exist_ok=True)
-    program = _program_for_tools(inst)
+    program = _original(inst)
     cand_recs: list[Record] = []
     runs: list[CandidateRun] = []
     by_run: dict[int, Record] = {}
-    seen: dict[tuple[int, str], int] = {}
-    for index, text, parsed in raw:
+    seen: dict[tuple[tuple[int, str], ...], int] = {}
+    for cand in raw:
         rec: Record = {"kind": "candidate", "arm": arm, "split": inst.split, "model": head["model"],
-                       "sample_index": index, "answer": text[:4000]}
+                       "sample_index": cand.index, "answer": cand.answer[:4000]}
         cand_recs.append(rec)
-        if not isinstance(parsed, Answer):
-            rec.update(status="engine_error" if parsed.startswith(ENGINE_ERROR) else "unparsable", reason=parsed)
+        if cand.problem is not None:
+            rec.update(status=cand.problem_status, reason=cand.problem)
             continue
-        rec.update(label=parsed.label, predicate=parsed.predicate)
-        checked = validate(parsed.predicate, marked.scopes[parsed.label])
-        if not isinstance(checked, Valid):
-            rec.update(status=f"invalid_{checked.kind}", reason=checked.reason)
+        if len(cand.invariants) == 1:
+            rec.update(label=cand.invariants[0][0], predicate=cand.invariants[0][1])
+        valid = _validated(cand, marked, rec)
+        rec.update(n_invariants=len(cand.invariants), n_dropped=len(cand.dropped))
+        if cand.dropped and "reason" not in rec:
+            rec["reason"] = "left out: " + "; ".join(cand.dropped)
+        if valid is None:
             continue
-        rec["canonical"] = checked.canonical
-        key = (parsed.label, checked.canonical)
+        rec["labels"] = ",".join(str(label) for label, _ in valid)
+        rec["canonical"] = valid[0][1] if len(valid) == 1 else json.dumps(valid)
+        key = tuple(sorted(valid))
         if key in seen:
             rec.update(status="duplicate", duplicate_of=seen[key])
             continue
-        seen[key] = index
+        seen[key] = cand.index
         try:
-            progs = instrument(program, parsed.label, checked.canonical, filename=inst.payload["file"])
+            progs = instrument_all(program, valid, filename=inst.payload["file"])
         except InstrumentationError as e:
             rec.update(status="instrumentation_error", reason=str(e))
             continue
-        pa, pb = work / f"cand{index}_check.c", work / f"cand{index}_use.c"
+        pa, pb = work / f"cand{cand.index}_check.c", work / f"cand{cand.index}_use.c"
         pa.write_text(progs.check_invariant)
         pb.write_text(progs.use_invariant)
-        run = CandidateRun(index=index, program_a=pa, program_b=pb)
+        run = CandidateRun(index=cand.index, program_a=pa, program_b=pb)
         runs.append(run)
-        by_run[index] = rec
+        by_run[cand.index] = rec
     head["n_valid"] = len(runs)
     if runs:
         run_candidates(verifier, runs, _limits(config, timeout), work, make_query=_query)
@@ -320,6 +416,7 @@ def verify_instance(
             d_b_time_s=run.d_b.wall_s if run.d_b else None,
             d_a_reason=run.d_a.reason if run.d_a else None,
             d_b_reason=run.d_b.reason if run.d_b else None,
+            d_a_after_decision=run.d_a_after_decision,
             decision=run.decision,
             rule=run.rule,
             decision_time_s=run.decision_time_s,
@@ -328,7 +425,9 @@ def verify_instance(
             winner is None or (run.decision_time_s or 0.0) < (winner.decision_time_s or 0.0)
         ):
             winner = run  # the fastest conclusive candidate
-    head["correct_invariant"] = any(r.status_a == "TRUE" for r in runs)
+    # §4 "% correct invariant": some candidate's ψ proved invariant within the timeout,
+    # whichever rule decided and whichever candidate won (d_a is settled, see decision.py)
+    head["correct_invariant"] = any(r.status_a == Status.TRUE for r in runs)
     if not runs:
         head.update(status="no_valid_candidate", decision=None, speedup=None)
         return [head, *cand_recs]
@@ -336,6 +435,7 @@ def verify_instance(
     # Undecided: every candidate ran to its end, so the instance took as long as the slowest.
     chosen = winner or max(runs, key=lambda r: r.decision_time_s or 0.0)
     total = generation_time + float(chosen.decision_time_s or 0.0)
+    # §4: speedup = baseline time / (this instance's generation time + its decision time)
     speedup = baseline_time / total if decided and head["baseline_solved"] and total > 0 else None
     head.update(
         status="decided" if decided else "undecided",
@@ -368,16 +468,22 @@ def build_stages(config: RunConfig) -> list[Stage]:
     `baseline`, 2·N concurrent queries (d_a ∥ d_b per candidate) in `verify`."""
     budget = float(config.options.get("budget_s", 600.0))
     n = int(config.options.get("n_samples", 1)) if config.model else 1
-    query_gb = max(1, math.ceil(int(config.options.get("memory_mb", 4096)) / 1024))
-    stages = [Stage("baseline", "cpu", run_baseline, cpus_per_task=1, mem_gb=query_gb,
-                    seconds_per_instance=budget)]
+    query_gb = max(1, math.ceil(memory_mb(config) / 1024))
+    cores = QUERY_CORES.get(config.verifier, 1)
+    stages = [Stage("baseline", "cpu", run_baseline, cpus_per_task=cores, mem_gb=query_gb,
+                    seconds_per_instance=budget, verdict_column="status",
+                    time_column="baseline_time_s", time_limit_column="budget_s")]
     needs: tuple[str, ...] = ("baseline",)
     if config.model:
         # One GPU per generate task; a SLURM profile whose gpu partition sets
         # `gpus_per_task: 0` (CPU-only test clusters) overrides it.
         stages.append(Stage("generate", "gpu", run_generate, gpus_per_task=1, cpus_per_task=1,
-                            mem_gb=2, seconds_per_instance=30.0))
+                            mem_gb=2, seconds_per_instance=30.0, verdict_column="status",
+                            time_column="generation_time_s", record_key=("sample_index",)))
         needs = ("baseline", "generate")
-    stages.append(Stage("verify", "cpu", run_verify, needs=needs, cpus_per_task=min(2 * n, 32),
-                        mem_gb=min(2 * n * query_gb, 64), seconds_per_instance=budget))
+    stages.append(Stage("verify", "cpu", run_verify, needs=needs,
+                        cpus_per_task=min(2 * n * cores, 32),
+                        mem_gb=min(2 * n * query_gb, 64), seconds_per_instance=budget,
+                        verdict_column="decision", time_column="total_time_s",
+                        time_limit_column="timeout_s", record_filter={"kind": "instance"}))
     return stages

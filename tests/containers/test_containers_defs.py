@@ -31,15 +31,18 @@ def test_definition_is_consistent(name: str) -> None:
 
 
 def test_pinned_versions_are_the_benchmarks_ones() -> None:
-    assert DEFS["uautomizer"].tool_version == "0.3.1"
-    assert "v0.3.1/UltimateAutomizer-linux.zip" in DEFS["uautomizer"].labels["org.veribatch.tool.url"]
-    assert "openjdk-21" in " ".join(DEFS["uautomizer"].post)
+    # the release line of the UAutomizer the InvBench paper cites (SV-COMP 2024), on Java 11
+    assert DEFS["uautomizer"].tool_version == "0.2.4"
+    assert "v0.2.4/UltimateAutomizer-linux.zip" in DEFS["uautomizer"].labels["org.veribatch.tool.url"]
+    assert "openjdk-11-jre-headless" in " ".join(DEFS["uautomizer"].post)
+    assert "command -v z3)\" = /opt/UAutomizer-linux/z3" in DEFS["uautomizer"].test
     assert DEFS["dafny"].tool_version == "4.10.0"
     assert "v4.10.0/dafny-4.10.0-x64" in DEFS["dafny"].labels["org.veribatch.tool.url"]
     assert "dotnet-runtime-8.0" in " ".join(DEFS["dafny"].post)
     judge = " ".join(DEFS["judge"].post)
     assert "g++-12=12.2.0-14+deb12u1" in judge and "python3.11=3.11.2-6+deb12u6" in judge
-    assert DEFS["judge"].labels["org.veribatch.cxxflags"] == "-std=gnu++17 -O2 -pipe -DONLINE_JUDGE"
+    assert DEFS["judge"].labels["org.veribatch.cxxflags"] == (
+        "-static -DONLINE_JUDGE -O2 -std=c++23 -march=x86-64 -mno-avx2")  # REFUTE's harness
 
 
 def test_judge_image_flags_match_the_judge_code() -> None:

@@ -61,3 +61,14 @@ def test_open_engine_hf_and_bad_model_folder(tiny_model: Path, tmp_path: Path, c
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(EngineError, match=str(tmp_path)):
         open_engine(f"hf:{tmp_path}")
+
+
+def test_generation_time_is_each_requests_own(hf_engine, tiny_pairs, chat_request) -> None:
+    """Batched together, a short answer is charged up to its own last token, not the batch's."""
+    prompt, _ = tiny_pairs[0]
+    short, long_ = hf_engine.generate([chat_request("Say hello.", "short"), chat_request(prompt, "long")])
+    assert short[0].completion_tokens < long_[0].completion_tokens
+    assert 0 < short[0].latency_s < long_[0].latency_s
+    # a request's samples share one time: the request is done when its last sample is
+    sampled = hf_engine.generate([chat_request("Say hello.", "s", n=3, temperature=5.0, max_tokens=8)])[0]
+    assert len({c.latency_s for c in sampled}) == 1 and sampled[0].latency_s > 0

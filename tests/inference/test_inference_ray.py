@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,14 @@ import psutil
 import pytest
 
 from inference import EngineError, open_engine
-from inference.ray_cluster import PORT_SPAN, RayCluster, ports_for_job
+from inference.ray_cluster import (
+    PORT_SPAN,
+    RayCluster,
+    ephemeral_range,
+    free_port_block,
+    port_is_free,
+    ports_from,
+)
 from inference.ray_pool import replica_bundles
 
 ray = pytest.importorskip("ray")
@@ -58,23 +66,37 @@ def test_replica_bundles_keep_tp_workers_on_one_node() -> None:
     assert replica_bundles(1, 1, 1, 0) == ([{"CPU": 1}], "STRICT_PACK")
 
 
-def test_ports_per_job_are_disjoint_and_valid() -> None:
-    seen: dict[int, int] = {}
-    for job in range(1000, 1440):
-        p = ports_for_job(job)
-        ports = [v for v in vars(p).values()]
-        assert all(1024 < x < 65536 for x in ports)
-        assert max(ports) - p.gcs < PORT_SPAN and p.min_worker < p.max_worker
-        assert len(set(ports)) == len(ports)
-        for port in range(p.gcs, p.gcs + PORT_SPAN):
-            assert seen.setdefault(port, job) == job, f"jobs {seen[port]} and {job} share {port}"
-    assert ports_for_job("4242") == ports_for_job(4242)
+def test_port_blocks_are_free_and_outside_the_ephemeral_range() -> None:
+    lo, hi = ephemeral_range()
+    assert (lo, hi) == tuple(int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range")
+                             .read_text().split())
+    for seed in range(20):
+        first = free_port_block(rng=random.Random(seed))
+        block = range(first, first + PORT_SPAN)
+        assert first >= 10000 and block[-1] <= 65535
+        assert block[-1] < lo or first > hi, (first, lo, hi)
+        assert all(port_is_free(p) for p in block)
+        p = ports_from(first)
+        ports = list(vars(p).values())
+        assert len(set(ports)) == len(ports) and all(x in block for x in ports)
+        assert p.min_worker < p.max_worker
+
+
+def test_a_block_with_a_port_in_use_is_skipped() -> None:
+    first = free_port_block(rng=random.Random(7))
+    with socket.socket() as taken:  # someone else's server inside that block
+        taken.bind(("", first + 42))
+        taken.listen()
+        assert not port_is_free(first + 42)
+        again = free_port_block(rng=random.Random(7))  # same order of blocks: that one is first
+        assert again != first and not (again <= first + 42 < again + PORT_SPAN)
 
 
 def test_head_and_worker_command_lines() -> None:
     c = RayCluster(nodes=["gpu01", "gpu02", "gpu03"], job_id="777", head_ip="10.0.0.1",
                    cpus_per_node=32, gpus_per_node=4)
-    p = ports_for_job(777)
+    p = c.ports
+    assert p is not None and port_is_free(p.gcs)  # verified free on this node
     head = c.head_command()
     assert head[:5] == ["srun", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=gpu01"]
     assert head[5:9] == ["ray", "start", "--head", "--block"]
@@ -100,12 +122,22 @@ def test_from_slurm_env_needs_a_job() -> None:
 
 @pytest.mark.slow
 def test_local_head_starts_serves_and_leaves_nothing_behind(tiny_model: Path, chat_request) -> None:
+    """A real one-node head (after losing its first port block), a model served through it,
+    and no Ray process left when it stops."""
     if ray.is_initialized():
         ray.shutdown()
     ray_bin = str(Path(os.sys.executable).parent / "ray")
     cluster = RayCluster(nodes=[socket.gethostname()], job_id=str(os.getpid()), launcher="local",
                          cpus_per_node=2, ray_bin=ray_bin, ready_timeout_s=90)
-    with cluster:
+    assert cluster.ports is not None
+    checked = cluster.ports.gcs
+    # The race between checking a port block and `ray start`: another job takes the GCS port
+    # meanwhile.  The head fails, and the start is retried on a new, verified block.
+    thief = socket.socket()
+    thief.bind(("", checked))
+    thief.listen()
+    with cluster, thief:
+        assert cluster.ports.gcs != checked
         assert cluster.alive_nodes() == 1
         group = os.getpgid(cluster.procs[0].pid)
         with open_engine(f"hf:{tiny_model}", replicas=1, threads=1, address=cluster.address) as pool:

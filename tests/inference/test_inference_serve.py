@@ -15,11 +15,14 @@ import psutil
 import pytest
 
 from inference import MissingExtraError, open_engine
-from inference.ray_cluster import ports_for_job
+from inference.ray_cluster import ephemeral_range
+from inference.serve_http import EngineServer
 from inference.serve_job import (
     ENDPOINT,
     EXIT,
+    ServeJob,
     job_port,
+    node_address,
     registered_client,
     resolve_backend,
     vllm_serve_command,
@@ -113,8 +116,37 @@ def test_backend_choice_and_vllm_command() -> None:
         "--host", "0.0.0.0", "--port", "8000", "--tensor-parallel-size", "4",
         "--pipeline-parallel-size", "2", "--distributed-executor-backend", "ray",
         "--served-model-name", "q"]
-    assert job_port({"SLURM_JOB_ID": "321"}) == ports_for_job(321).gcs + 10
-    assert job_port({}) == 0
+    lo, hi = ephemeral_range()
+    port = job_port("127.0.0.1")
+    assert 10000 <= port < lo or port > hi
+
+
+def test_serve_binds_the_node_address_never_all_interfaces(tmp_path: Path) -> None:
+    assert node_address({"VERIBATCH_SERVE_HOST": "10.1.2.3"}) == "10.1.2.3"
+    addr = node_address({})
+    assert addr not in ("0.0.0.0", "") and "." in addr
+    with pytest.raises(ValueError, match="every interface"):
+        ServeJob(tmp_path, "hf:/m", host="0.0.0.0")
+    job = ServeJob(tmp_path, "hf:/m", host="127.0.0.1")
+    assert job.host == "127.0.0.1" and len(job.token) >= 32
+
+
+def _unauthorized(url: str, token: str | None = None) -> int:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.post(f"{url}/chat/completions", headers=headers, timeout=30, json={
+        "model": "m", "messages": [{"role": "user", "content": "Say hello."}]}).status_code
+
+
+def test_engine_server_requires_the_token(hf_engine, chat_request) -> None:
+    server = EngineServer(hf_engine, served_name="tiny", token="s3cret-token").start()
+    try:
+        assert _unauthorized(server.url) == 401
+        assert _unauthorized(server.url, "wrong") == 401
+        assert httpx.get(f"{server.url}/models", timeout=30).status_code == 401
+        assert httpx.get(server.url.replace("/v1", "/health"), timeout=30).status_code == 200
+        assert _unauthorized(server.url, "s3cret-token") == 200
+    finally:
+        server.stop()
 
 
 def _pid_gone(pid: int, timeout: float = 20) -> bool:
@@ -134,6 +166,10 @@ def test_local_serve_stops_when_its_clients_finish(tmp_path: Path, tiny_model: P
     ep = json.loads((d / ENDPOINT).read_text())
     assert re.search(r"endpoint: http://127\.0\.0\.1:\d+/v1", r.stdout)
     assert httpx.get(ep["health_url"]).status_code == 200
+    # the token that guards it is in a file only its owner can read, and nowhere on stdout
+    assert (d / ENDPOINT).stat().st_mode & 0o777 == 0o600
+    assert ep["token"] and ep["token"] not in r.stdout + r.stderr
+    assert _unauthorized(ep["url"]) == 401
     hb1 = json.loads((d / "heartbeat.json").read_text())["time"]
     with registered_client(d, "run-a") as url:
         assert url == ep["url"]
@@ -160,27 +196,11 @@ def test_local_serve_stop_command(tmp_path: Path, tiny_model: Path) -> None:
     assert launch("serve-stop", str(tmp_path)).returncode == 2  # not a serve directory
 
 
-def _slurm_env() -> dict[str, str] | None:
-    env_file = Path(os.environ.get("VERIBATCH_SLURM_DIR", "/tmp/veribatch-slurm")) / "slurm.env"
-    conf = os.environ.get("SLURM_CONF")
-    if not conf and env_file.exists():
-        m = re.search(r"SLURM_CONF=(\S+)", env_file.read_text())
-        conf = m.group(1) if m else None
-    if not conf:
-        return None
-    ok = subprocess.run(["sinfo", "-h"], env={**os.environ, "SLURM_CONF": conf}, capture_output=True,
-                        timeout=10).returncode == 0
-    return {"SLURM_CONF": conf} if ok else None
-
-
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_serve_job_on_the_real_slurm_cluster(tmp_path: Path, tiny_model: Path, chat_request) -> None:
-    env = _slurm_env()
-    if env is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI: no reachable SLURM cluster")
-        pytest.skip("no reachable SLURM cluster (bash .ci/cluster.sh start)")
+def test_serve_job_on_the_real_slurm_cluster(slurm_cluster: dict[str, str], tmp_path: Path, tiny_model: Path,
+                                             chat_request) -> None:
+    env = slurm_cluster
     d = tmp_path / "serve"
     r = launch("serve", f"hf:{tiny_model}", "--profile", "local-test", "--run-dir", str(d),
                "--heartbeat-s", "0.5", "--timeout", "150", env=env, timeout=200)
@@ -188,8 +208,11 @@ def test_serve_job_on_the_real_slurm_cluster(tmp_path: Path, tiny_model: Path, c
     info = json.loads((d / "serve.json").read_text())
     job = info["job_id"]
     ep = json.loads((d / ENDPOINT).read_text())
-    assert ep["job_id"] == job and ep["port"] == ports_for_job(job).gcs + 10
-    engine = open_engine(f"openai:{tiny_model}", base_url=ep["url"])
+    lo, hi = ephemeral_range()
+    assert ep["job_id"] == job and (ep["port"] < lo or ep["port"] > hi)
+    assert ep["host"] not in ("0.0.0.0", "127.0.0.1") or node_address() == "127.0.0.1"
+    assert (d / ENDPOINT).stat().st_mode & 0o777 == 0o600 and _unauthorized(ep["url"]) == 401
+    engine = open_engine(f"openai:{tiny_model}", serve_dir=str(d))
     assert engine.generate([chat_request("Say hello.")])[0][0].text == "hello"
     stop = launch("serve-stop", str(d), env=env)
     assert stop.returncode == 0, stop.stderr

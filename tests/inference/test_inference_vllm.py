@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from inference.types import Sampling
-from inference.vllm_engine import cpu_defaults, engine_args, sampling_kwargs
+from inference.vllm_engine import cpu_defaults, engine_args, request_seconds, sampling_kwargs
 
 
 def test_engine_args_single_gpu_and_tensor_parallel() -> None:
     assert engine_args("Qwen/Qwen2.5-7B-Instruct") == {
         "model": "Qwen/Qwen2.5-7B-Instruct", "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
-        "dtype": "auto", "seed": 0, "enforce_eager": False, "trust_remote_code": False}
+        "dtype": "auto", "seed": 0, "enforce_eager": False, "trust_remote_code": False,
+        "disable_log_stats": False}
     tp = engine_args("Qwen/Qwen2.5-72B-Instruct", tp=4, max_model_len=8192, gpu_memory_utilization=0.9,
                      revision="abc123")
     assert tp["tensor_parallel_size"] == 4 and tp["distributed_executor_backend"] == "ray"
@@ -36,6 +37,19 @@ def test_sampling_kwargs_mirror_our_sampling() -> None:
         "n": 16, "temperature": 0.7, "top_p": 0.95, "max_tokens": 256, "seed": 3, "stop": ["```\n\n"]}
     greedy = sampling_kwargs(Sampling(top_p=0.5))
     assert greedy["temperature"] == 0.0 and greedy["top_p"] == 1.0 and "stop" not in greedy
+
+
+def test_request_seconds_from_either_engine_generation() -> None:
+    """A request's own time: first scheduled → last token, on vLLM V1's and V0's field names."""
+    from types import SimpleNamespace as NS
+
+    v1 = NS(arrival_time=1000.0, queued_ts=5.0, scheduled_ts=7.0, first_token_ts=7.5, last_token_ts=9.25)
+    assert request_seconds(v1) == 2.25  # the 2 s queued behind other requests are not its own
+    v0 = NS(arrival_time=1.0, first_scheduled_time=3.0, first_token_time=3.5, finished_time=4.5,
+            last_token_time=4.4)
+    assert request_seconds(v0) == 1.5
+    assert request_seconds(None) is None
+    assert request_seconds(NS(scheduled_ts=0.0, last_token_ts=0.0)) is None  # stats off: all zero
 
 
 @pytest.mark.vllm

@@ -1,10 +1,5 @@
-"""Fixtures for launch tests: a CLI runner in a fresh process, and the real SLURM cluster.
-
-`slurm_cluster` uses the cluster started by `.ci/cluster.sh start` (it writes
-$VERIBATCH_SLURM_DIR/slurm.env).  Without one, `slurm` tests skip — except in CI
-(`CI` set), where a missing cluster is a failure: a broken cluster start must
-never look green.
-"""
+"""Helpers for launch tests: a CLI runner in a fresh process and readers of its run
+directory (the real SLURM cluster's fixture, `slurm_cluster`, is in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +12,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pytest
-
-SLURM_DIR = Path(os.environ.get("VERIBATCH_SLURM_DIR", "/tmp/veribatch-slurm"))
 
 
 def launch(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
@@ -52,34 +44,6 @@ def stage_records(run_dir: Path, stage: str) -> pd.DataFrame:
 def status_json(run_dir: Path) -> tuple[int, dict]:
     r = launch("status", str(run_dir), "--json")
     return r.returncode, json.loads(r.stdout)
-
-
-def _cluster_env() -> dict[str, str] | None:
-    env_file = SLURM_DIR / "slurm.env"
-    conf = os.environ.get("SLURM_CONF")
-    if not conf and env_file.exists():
-        m = re.search(r"SLURM_CONF=(\S+)", env_file.read_text())
-        conf = m.group(1) if m else None
-    if not conf:
-        return None
-    try:
-        ok = subprocess.run(["sinfo", "-h"], env={**os.environ, "SLURM_CONF": conf},
-                            capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        ok = False
-    return {"SLURM_CONF": conf} if ok else None
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster() -> dict[str, str]:
-    env = _cluster_env()
-    if env is None:
-        msg = f"no reachable SLURM cluster (start one: bash .ci/cluster.sh start; looked at {SLURM_DIR})"
-        if os.environ.get("CI"):
-            pytest.fail("CI: " + msg)
-        pytest.skip(msg)
-    os.environ.update(env)
-    return env
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 0.3):  # noqa: ANN001

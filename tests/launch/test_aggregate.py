@@ -2,37 +2,49 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from aggregate.build import build
 from aggregate.records import load_stage
 from aggregate.render import to_html, to_latex, to_markdown, write_table
 from aggregate.table import Table
+from launch.api import plan_run
+from launch.manifest import create_or_reuse
+from launch.shard_loop import run_shard
+from tasks.base import Instance, InstanceResult, RunConfig, Stage, Task, register
 
 
-def fake_run(root, shards_done, shards=3, per_shard=2):
-    """A run directory of a task with no aggregate module, written as launch would."""
-    ids = [f"fake/{i}" for i in range(shards * per_shard)]
-    (root / "instances.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
-    (root / "manifest.json").write_text(json.dumps({
-        "run_id": "faketask-0123456789ab", "shards": shards, "config": {"task": "faketask"},
-        "stages": [{"name": "solve"}, {"name": "aggregate", "added_by": "launch"}]}))
+@register
+class FakeTask(Task):
+    """A test-only task without an `aggregate.faketask` module: two records' worth per shard."""
+
+    name = "faketask"
+    default_dataset = "six"
+
+    def datasets(self) -> dict[str, str]:
+        return {"six": "6 instances"}
+
+    def load(self, dataset: str, *, limit: int | None = None) -> list[Instance]:
+        return [Instance(f"fake/{i}", self.name, "six", {"i": i}) for i in range(6)]
+
+    def dataset_hash(self, dataset: str) -> str:
+        return "1" * 64
+
+    def stages(self, config: RunConfig) -> list[Stage]:
+        def solve(instances, ctx):
+            for inst in instances:
+                yield InstanceResult(inst.id, [{"status": ["TRUE", "FALSE"][inst.payload["i"] % 2]}])
+
+        return [Stage("solve", "cpu", solve)]
+
+
+def fake_run(root, shards_done, shards=3):
+    """A real run directory of `faketask` (planned by launch), with only `shards_done` run."""
+    rd, _ = create_or_reuse(plan_run("faketask", shards=shards), root)
     for k in shards_done:
-        d = root / "shards" / "solve" / str(k)
-        d.mkdir(parents=True)
-        mine = ids[k * per_shard:(k + 1) * per_shard]
-        pq.write_table(pa.table({"instance_id": mine, "stage": ["solve"] * len(mine),
-                                 "shard": [k] * len(mine), "status": ["TRUE", "FALSE"][:len(mine)]}),
-                       d / "records.parquet")
-        digest = hashlib.sha256((d / "records.parquet").read_bytes()).hexdigest()
-        (d / "DONE").write_text(json.dumps({"output_sha256": digest}))
-    return ids
+        run_shard(rd.root, "solve", k, fsync=False)
+    return [f"fake/{i}" for i in range(6)]
 
 
 def test_coverage_counts_only_verified_shards(tmp_path):
@@ -52,7 +64,7 @@ def test_generic_summary_for_a_task_without_aggregate_module(tmp_path):
     row = pd.read_csv(tmp_path / "tables/summary_faketask.csv").iloc[0]
     assert (row["covered"], row["missing"], row["shards_missing"]) == (4, 2, 1)
     assert row["status=TRUE"] == 2 and row["status=FALSE"] == 2
-    assert {p.suffix for p in res.paths} == {".md", ".csv", ".tex", ".html"}
+    assert {p.suffix for p in res.paths} == {".md", ".csv", ".tex", ".html", ".json"}  # + table sidecar
     assert "| solve | 3 | 1 | 4 | 2 | 4 |" in res.markdown
 
 

@@ -11,6 +11,8 @@ import sys
 import pandas as pd
 from pandas.testing import assert_frame_equal
 
+from launch.ledger import count_records
+
 from .conftest import launch, only_run_dir, stage_records, status_json, wait_until
 
 
@@ -46,15 +48,14 @@ def test_kill9_of_a_running_shard_then_resume_loses_and_duplicates_nothing(tmp_p
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     rd = wait_until(lambda: next(iter(runs.glob("selftest-*")), None), 120, "run dir")
     ledger = rd / "shards/work/0/ledger.jsonl"
-    wait_until(lambda: ledger.exists() and ledger.read_bytes().count(b"\n") >= 2, 120,
-               "two recorded instances")
+    wait_until(lambda: count_records(ledger) >= 2, 120, "two recorded instances")
     pid = json.loads((rd / "shards/work/0/attempt.json").read_text())["pid"]
     os.kill(pid, signal.SIGKILL)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1, stderr
     assert "work/0" in stderr
 
-    kept = ledger.read_bytes().count(b"\n")
+    kept = count_records(ledger)
     with open(ledger, "ab") as f:  # and a torn line, as if killed mid-write
         f.write(b'{"instance_id": "selftest/smoke/0000')
     code, st = status_json(rd)
@@ -87,7 +88,8 @@ def test_stage_exception_fails_the_shard_not_the_instances(tmp_path):
     assert [(f["stage"], f["shard"]) for f in st["failed"]] == [("work", 0)]
     assert "crashes on purpose" in st["failed"][0]["reason"]
     # instances before the crash are recorded; nothing was recorded for the crashing one
-    lines = (rd / "shards/work/0/ledger.jsonl").read_text().splitlines()
+    header, *lines = (rd / "shards/work/0/ledger.jsonl").read_text().splitlines()
+    assert "input_hash" in json.loads(header)  # the ledger is tied to the shard's inputs
     assert [json.loads(x)["instance_id"] for x in lines] == [f"selftest/smoke/{i:05d}" for i in range(3)]
     assert not (rd / "shards/work/0/DONE").exists()
     assert st["stages"]["check"] == {"done": 1, "running": 0, "pending": 1, "failed": 0,
@@ -119,8 +121,12 @@ def test_corrupted_and_half_written_outputs_are_detected_and_redone(tmp_path):
     code, st = status_json(rd)
     assert code == 1
     failed = {(f["stage"], f["shard"]): f["reason"] for f in st["failed"]}
-    assert set(failed) == {("check", 0), ("check", 2)}
+    # bit rot of the same size is seen too: the file changed after its DONE (mtime), so
+    # status checks its digest; check/1, built on it, waits for it (not "killed")
+    assert set(failed) == {("work", 1), ("check", 0), ("check", 2)}
+    assert "does not match the DONE digest" in failed[("work", 1)]
     assert "bytes" in failed[("check", 0)]
+    assert [(b["stage"], b["shard"]) for b in st["blocked"]] == [("check", 1)]
     # aggregation never reads damaged data: all three count as missing
     agg = launch("aggregate", str(rd))
     assert agg.returncode == 1 and "work/1" in agg.stderr

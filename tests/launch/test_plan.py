@@ -23,14 +23,33 @@ def test_same_inputs_same_run_id():
     {"options": ["iterations=7"]},
     {"shards": 2},
     {"dataset": "small"},
-    {"model": "hf:/tmp/model"},
+    {"model": "hf:org/model"},
     {"sampling": {"temperature": 0.7}},
     {"limit": 5},
-    {"verifier": "uautomizer"},
-    {"strategy": "best-of-n"},
+    {"verifier": "alternate"},
+    {"strategy": "alternate"},
 ])
 def test_result_relevant_change_gives_new_run_id(change):
     assert run_id_for(cfg(**change)) != run_id_for(cfg())
+
+
+def test_unknown_strategy_is_refused_before_it_reaches_a_run_id():
+    with pytest.raises(PlanError, match="unknown strategy 'best-of-n'.*default, alternate"):
+        cfg(strategy="best-of-n")
+    assert cfg().strategy == "default"
+    with pytest.raises(PlanError, match="unknown verifier 'dafny'.*none, alternate"):
+        cfg(verifier="dafny")
+    assert cfg().verifier == "none"
+
+
+def test_model_paths_and_replay_sources_are_checked_at_plan_time(tmp_path):
+    with pytest.raises(PlanError, match="no model at /nonexistent"):
+        cfg(model="hf:/nonexistent")
+    with pytest.raises(PlanError, match="replay needs a run directory; /nonexistent does not"):
+        cfg(model="replay:/nonexistent")
+    (tmp_path / "m").mkdir()
+    assert cfg(model=f"hf:{tmp_path / 'm'}").model == f"hf:{tmp_path / 'm'}"
+    assert cfg(model="vllm:Qwen/Qwen2.5-72B-Instruct").model  # a hub name: not a path
 
 
 def test_option_default_given_explicitly_is_the_same_run():

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -26,6 +28,7 @@ from submitit.slurm.slurm import SlurmJobEnvironment
 from launch.api import plan_run
 from launch.executors.slurm import ShardJob, SlurmExecutor, chunks
 from launch.jobs import _expand
+from launch.ledger import count_records
 from launch.manifest import create_or_reuse
 from launch.rundir import RunDir
 from launch.shard_loop import is_locked
@@ -51,7 +54,7 @@ def _active(rd) -> bool:
 def _running_pid(rd, stage, shard):
     a = rd / "shards" / stage / str(shard) / "attempt.json"
     led = rd / "shards" / stage / str(shard) / "ledger.jsonl"
-    if a.exists() and led.exists() and led.read_bytes().count(b"\n") >= 1:
+    if a.exists() and count_records(led) >= 1:
         return json.loads(a.read_text())["pid"]
     return None
 
@@ -90,11 +93,10 @@ def _run_with_submitit_handlers(tmp_path, root: str, timeout_min: int, max_num_t
     paths.folder.mkdir(exist_ok=True)  # submitit made it at submission
     handler = SignalHandler(_RequeueKilledMidway(), paths, delayed)
     ledger = RunDir(root).ledger("work", 0)
-    before = ledger.read_bytes().count(b"\n") if ledger.exists() else 0
+    before = count_records(ledger)
 
     def usr2_after_two() -> None:
-        wait_until(lambda: ledger.exists() and ledger.read_bytes().count(b"\n") >= before + 2,
-                   30, "two more recorded instances")
+        wait_until(lambda: count_records(ledger) >= before + 2, 30, "two more recorded instances")
         os.kill(os.getpid(), signal.SIGUSR2)
 
     old = {s: signal.getsignal(s) for s in (signal.SIGUSR2, signal.SIGTERM, signal.SIGCONT)}
@@ -216,8 +218,7 @@ def test_usr2_before_time_limit_requeues_and_keeps_the_ledger(slurm_cluster, tmp
     job = json.loads((rd / "jobs.json").read_text())["submissions"][0]["jobs"]["0"]
     shard = rd / "shards/work/0"
     ledger = shard / "ledger.jsonl"
-    wait_until(lambda: ledger.exists() and ledger.read_bytes().count(b"\n") >= 2, QUEUE_WAIT,
-               "two recorded instances")
+    wait_until(lambda: count_records(ledger) >= 2, QUEUE_WAIT, "two recorded instances")
     subprocess.run(["scancel", "--signal=USR2", job], check=True)
 
     def requeued() -> str | None:
@@ -270,3 +271,70 @@ def test_cancel_from_a_new_shell_stops_every_job_of_the_run(slurm_cluster, tmp_p
     assert code == 1 and st["stages"]["check"]["done"] == 0
     assert ("work", 0) in {(f["stage"], f["shard"]) for f in st["failed"]}
     assert not (rd / "aggregate.json").exists()  # the aggregate job was cancelled too
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_half_failed_submission_concurrent_resumes_and_cancel_reach_every_job(slurm_cluster,
+                                                                               tmp_path):
+    """Before: a failing second sbatch left the first array out of jobs.json (resume then
+    submitted it again); two resumes at once submitted duplicate arrays; cancel reached only
+    the latest copies."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    real = shutil.which("sbatch")
+    (shim / "sbatch").write_text(
+        "#!/bin/sh\n"
+        f"n=$(cat {tmp_path}/calls 2>/dev/null || echo 0); n=$((n+1)); echo $n > {tmp_path}/calls\n"
+        'if [ "$n" = "2" ]; then echo "sbatch: error: Batch job submission failed: injected" >&2;'
+        " exit 1; fi\n"
+        f'exec {real} "$@"\n')
+    (shim / "sbatch").chmod(0o755)
+    runs = tmp_path / "runs"
+    plan = ["selftest", "--shards", "2", "-o", "sleep_s=3", "--executor", "slurm", "--profile",
+            "local-test", "--runs-dir", str(runs), "--run-name", "i8a-halfsubmit"]
+    r = launch(*plan, env={"PATH": f"{shim}:{os.environ['PATH']}"})
+    assert r.returncode == 3, r.stderr
+    assert "already submitted and recorded in jobs.json: work:" in r.stderr
+    rd = only_run_dir(runs)
+    subs = json.loads((rd / "jobs.json").read_text())["submissions"]
+    assert [s["stage"] for s in subs] == ["work"]
+    assert subs[0]["job_name"] == "vb-i8a-halfsubmit-work"
+
+    both = [subprocess.Popen([sys.executable, "-m", "launch", "resume", str(rd)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    outs = [p.communicate(timeout=QUEUE_WAIT) for p in both]
+    assert [p.returncode for p in both] == [0, 0], outs
+    subs = json.loads((rd / "jobs.json").read_text())["submissions"]
+    assert [s["stage"] for s in subs] == ["work", "check", "aggregate"], outs
+    work_jobs = sorted(subs[0]["jobs"].values())
+    assert subs[1]["dependency"] == "afterok:" + ":".join(work_jobs)  # the old elements
+    assert sum("nothing resubmitted" in err for _, err in outs) == 1, outs
+
+    c = launch("cancel", str(rd))
+    assert c.returncode == 0 and "scancel 3 job(s) of 3 submission(s)" in c.stdout
+    wait_until(lambda: not _active(rd), QUEUE_WAIT, "every job of every submission to end")
+
+
+@pytest.mark.slurm
+def test_status_is_not_complete_while_the_aggregate_job_waits(slurm_cluster, tmp_path):
+    """Every shard done is not "complete" while the run's aggregate job is still in the queue:
+    a script waiting on `launch status` must not read tables that are not written yet."""
+    runs = tmp_path / "runs"
+    r = launch("selftest", "--shards", "2", "--runs-dir", str(runs))
+    assert r.returncode == 0, r.stderr
+    rd = only_run_dir(runs)
+    (rd / "aggregate.json").unlink()
+    held = subprocess.run(["sbatch", "--hold", "--parsable", "-p", "cpu", "--wrap", "true"],
+                          capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    try:
+        jobs = {"submissions": [{"stage": "aggregate", "array_id": held, "jobs": {"0": held},
+                                 "submitted": "2026-11-30T00:00:00Z"}]}
+        (rd / "jobs.json").write_text(json.dumps(jobs))
+        code, st = status_json(rd)
+        assert code == 4 and st["aggregate"] == "not run" and st["aggregate_job"] == "PENDING", st
+        assert all(s["done"] == 2 for s in st["stages"].values())
+    finally:
+        subprocess.run(["scancel", held], check=False)
+    wait_until(lambda: status_json(rd)[0] == 0, QUEUE_WAIT, "status complete once the job is gone")

@@ -37,3 +37,26 @@ class ShellTool(Tool):
 @pytest.fixture
 def shell_tool() -> ShellTool:
     return ShellTool()
+
+
+# Sum of cubes: needs a non-linear invariant (4s = i²(i+1)²) and 1000 unrollings, so the
+# embedded verifier's portfolio keeps its members busy far longer than a test takes.
+HARD_C = """\
+extern int __VERIFIER_nondet_int(void);
+extern void reach_error(void);
+int main() {
+  int n = __VERIFIER_nondet_int();
+  if (n < 0 || n > 1000) return 0;
+  long long s = 0;
+  int i = 0;
+  while (i < n) { i++; s += (long long)i * i * i; }
+  if (4 * s != (long long)n * n * (n + 1) * (n + 1)) reach_error();
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def hard_c() -> str:
+    """A C program no verifier query here finishes quickly (for tests that kill one mid-run)."""
+    return HARD_C

@@ -58,6 +58,14 @@ def test_cpu_limit_counts_cpu_not_wall(tmp_path: Path) -> None:
     assert 0.6 <= ex.cpu_s < 3 and ex.wall_s < 5
 
 
+def test_infinite_cpu_limit_means_no_cpu_cap(tmp_path: Path) -> None:
+    """Wall-clock benchmarks (InvBench) ask for no CPU cap: no RLIMIT_CPU, no cputime verdict."""
+    capped = execute(["sh", "-c", "ulimit -t"], Limits(wall_s=10), tmp_path / "a.log")
+    assert capped.read_output().strip() == "11"  # the wall limit + 1 s backstop
+    free = execute(["sh", "-c", "ulimit -t"], Limits(wall_s=10, cpu_s=float("inf")), tmp_path / "b.log")
+    assert free.termination_reason == "exit" and free.read_output().strip() == "unlimited"
+
+
 def test_cpu_of_children_is_summed(tmp_path: Path) -> None:
     # Two busy children, each far below the limit alone, together above it.
     code = "import os\nfor _ in range(2):\n  if os.fork()==0:\n    while True: pass\nos.wait()"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
@@ -63,9 +64,11 @@ class ProgramRun:
     termination_reason: str
     network_isolated: bool
     reason: str | None = None
+    sandbox: str = "bwrap"      # the sandbox kind it ran in (verifiers.judge.sandbox)
+    unsafe: bool = False        # True: ran without isolation, on explicit request
 
 
-def judge_python() -> str:
+def judge_python(required: bool = True) -> str | None:
     """The interpreter for Python solutions: $VERIBATCH_JUDGE_PYTHON, else the system python3.
 
     The system one, not this venv's: the sandboxed user must be able to execute it,
@@ -78,7 +81,7 @@ def judge_python() -> str:
         if os.access(cand, os.X_OK):
             return cand
     found = shutil.which("python3")
-    if not found:
+    if not found and required:
         raise ToolNotFoundError("python3 not found in /usr/bin, /usr/local/bin or PATH")
     return found
 
@@ -101,12 +104,14 @@ def run_program(
     compile failure raises `CompileError` — the caller decides what it means.
     """
     box = sandbox or detect_sandbox()
+    files: dict[str, Path | bytes]
     if program.lang == "cpp":
-        files = {"prog": compile_cpp(program.source, cache_dir)}
+        files = {"prog": compile_cpp(program.source, cache_dir, sandbox=box)}
         argv = ["./prog"]
     else:
         files = {"prog.py": program.source}
-        argv = [judge_python(), "-I", "-S", "prog.py"]
+        python = "python3" if box.kind == "apptainer" and box.image else judge_python()
+        argv = [str(python), "-I", "-S", "prog.py"]
     limits = Limits(wall_s=wall_s or 2 * time_s + 1, cpu_s=time_s, memory_mb=memory_mb)
     with tempfile.TemporaryDirectory(prefix="veribatch-judge-") as tmp:
         t = Path(tmp)
@@ -117,12 +122,16 @@ def run_program(
         ex = run_sandboxed(argv, files, limits, stdin_path=stdin, stdout_path=t / "stdout",
                            stderr_path=t / "stderr", output_cap=output_cap, sandbox=box)
         output, stderr = ex.read_output(), ex.read_stderr()
-    verdict, reason = _verdict(ex.termination_reason, ex.returncode, ex.signal, stderr, ex.error)
+    returncode, sig = ex.returncode, ex.signal
+    if box.kind != "none" and sig is None and returncode is not None and 128 < returncode <= 192:
+        # bwrap/apptainer's init reports a child killed by signal N as exit status 128+N
+        returncode, sig = None, returncode - 128
+    verdict, reason = _verdict(ex.termination_reason, returncode, sig, stderr, ex.error)
     if verdict is Verdict.OLE:
         output = ""  # a truncated output must never be compared as if complete
-    return ProgramRun(verdict, output, stderr[-4000:], ex.returncode, ex.signal, ex.wall_s,
+    return ProgramRun(verdict, output, stderr[-4000:], returncode, sig, ex.wall_s,
                       ex.cpu_s, ex.peak_mem_mb, ex.termination_reason, box.network_isolated,
-                      reason)
+                      reason, box.kind, box.unsafe)
 
 
 def _verdict(
@@ -141,10 +150,17 @@ def _verdict(
             return Verdict.ERROR, error
         case "cancelled":
             return Verdict.ERROR, "cancelled"
+    if returncode == 1 and stderr.startswith(("bwrap: ", "setpriv: ", "FATAL:")):
+        # the sandbox itself failed before the program started (bind, namespace, image)
+        return Verdict.ERROR, f"sandbox failed: {stderr.strip()[:300]}"
     if any(m in stderr for m in _MEMORY_ERRORS):
         return Verdict.MLE, "allocation failed at the memory limit"
     if sig is not None:
-        return Verdict.RE, f"killed by signal {sig}"
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return Verdict.RE, f"killed by signal {sig} ({name})"
     if returncode != 0:
         return Verdict.RE, f"exit code {returncode}"
     return Verdict.OK, None

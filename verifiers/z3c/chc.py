@@ -4,7 +4,8 @@ Spacer's "sat" (the clauses have a model: the error is unreachable) is re-checke
 clause by clause with a plain SMT solver (initiation, consecution, safety) under
 the model's interpretations.  A violated clause means the proof is wrong and the
 answer is dropped; a clause the plain solver cannot decide (non-linear
-arithmetic) leaves Spacer's own proof standing, marked ``proof_checked: false``.
+arithmetic, or no time left) leaves the proof unchecked, which the engines
+report as "unknown" — never as a verdict (`engines.run_spacer`).
 That catches solver bugs and anything lost in reading the model (notes.md: `model.eval(Inv(x))` silently gives True; the interpretation
 must be read with `else_value()` and its `Var(i)` substituted).
 """

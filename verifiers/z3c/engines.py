@@ -2,9 +2,10 @@
 
 * ``spacer`` / ``spacer-nla`` / ``spacer-global``: Horn clauses → Spacer (default /
   non-linear arithmetic solver / global guidance).
-  "safe" answers carry the re-checked proof and the loop invariants as C text
-  (invariants only when the whole proof re-checked with a plain solver);
-  an "unsafe" answer is only a hint (no input sequence), never a FALSE verdict.
+  "safe" answers carry the re-checked proof and the loop invariants as C text;
+  a proof the plain solver cannot re-check (no time left, or a non-linear clause
+  it cannot decide) is answered "unknown" with the reason, never "safe".
+  An "unsafe" answer is only a hint (no input sequence), never a FALSE verdict.
 * ``bmc``: bounded unrolling with iterative deepening.  A satisfiable error path
   is replayed under gcc (`replay`); only a confirmed one is "false".  An
   unrolling that leaves no path behind and no error is a complete proof ("safe").
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 import threading
 import time
-from functools import lru_cache
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import z3
@@ -27,7 +29,7 @@ from verifiers import cfront
 from verifiers.z3c import cexpr, chc, replay
 from verifiers.z3c.encode import Encoding, encode
 
-ENCODING_VERSION = "1"
+ENCODING_VERSION = "2"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE
 MEMBERS = ("spacer", "spacer-nla", "bmc", "spacer-global")
 # Z3's Python API shares one context per process and is not thread-safe: every
 # in-process use of Z3 (encoding, candidate checks, in-process members) holds this.
@@ -35,11 +37,62 @@ Z3_LOCK = threading.RLock()
 RECHECK_GRACE_S = 0.6
 
 
-@lru_cache(maxsize=64)
+_PROGRAMS: OrderedDict[tuple[str, str], tuple[c_ast.FileAST, Encoding]] = OrderedDict()
+_PARSED: dict[str, c_ast.FileAST] = {}  # ASTs kept across `fresh_context` (pure Python)
+_PROGRAMS_MAX = 64
+
+
+def remember(text: str, data_model: str, ast: c_ast.FileAST, enc: Encoding) -> None:
+    """Keep an encoding made elsewhere (the portfolio's up-front check) for `program`."""
+    _PROGRAMS[(text, data_model)] = (ast, enc)
+    _PROGRAMS.move_to_end((text, data_model))
+    while len(_PROGRAMS) > _PROGRAMS_MAX:
+        _PROGRAMS.popitem(last=False)
+
+
+def parsed(text: str) -> c_ast.FileAST:
+    """The program's AST, parsed once per process (the C preprocessor is a subprocess)."""
+    for (t, _), (ast, _) in _PROGRAMS.items():
+        if t == text:
+            return ast
+    if text not in _PARSED:
+        if len(_PARSED) >= _PROGRAMS_MAX:
+            _PARSED.clear()
+        _PARSED[text] = cfront.parse(text)
+    return _PARSED[text]
+
+
 def program(text: str, data_model: str = "ILP32") -> tuple[c_ast.FileAST, Encoding]:
-    """Parse and encode once per text (candidate checks reuse it); raises on failure."""
-    ast = cfront.parse(text)
-    return ast, encode(ast, mode="chc", data_model=data_model)
+    """Parse and encode once per text (candidate checks and forked members reuse it)."""
+    got = _PROGRAMS.get((text, data_model))
+    if got is not None:
+        _PROGRAMS.move_to_end((text, data_model))
+        return got
+    ast = parsed(text)
+    enc = encode(ast, mode="chc", data_model=data_model)
+    remember(text, data_model, ast, enc)
+    return ast, enc
+
+
+def fresh_context() -> None:
+    """Give this process a new, empty Z3 context, keeping parsed programs.
+
+    Called at the end of the fork server's warm-up (`verifiers.z3c.__main__.warm_up`):
+    Spacer's heuristics depend on the history of the context it runs in (the ids of its
+    terms), so members forked from a process whose context holds the warm-up's terms
+    solve differently from members in a fresh process — measured on InvBench easy,
+    ps3-ll_1 is proved by spacer-nla seed 1 in 0.4 s from a fresh context and not in 8 s
+    after the warm-up.  In a context holding only this program's encoding, each forked
+    member starts from exactly the state a fresh `--member` process had after parsing
+    and encoding, without encoding again.
+    """
+    from verifiers.z3c import cexpr
+
+    for (text, _), (ast, _) in _PROGRAMS.items():
+        _PARSED[text] = ast
+    _PROGRAMS.clear()
+    cexpr._expr_encoder.cache_clear()
+    z3.z3._main_ctx = None  # the next z3 call makes a new main context
 
 
 def invariants_from(
@@ -105,11 +158,18 @@ def run_spacer(
     data_model: str = "ILP32",
     seed: int = 0,
     recheck_grace_s: float | None = None,
+    on_proof: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
+    """Spacer on the program's Horn clauses; "safe" only with a re-checked proof.
+
+    Re-checking the proof and reading invariants may run `recheck_grace_s` past the
+    slice (default RECHECK_GRACE_S; the portfolio waits that long for the answer).
+    `on_proof` is called as soon as Spacer has a proof, before the re-check: a forked
+    member tells the portfolio so, which then extends its slice for the re-check
+    (`portfolio.RECHECK_FACTOR`).  A proof whose re-check does not finish is answered
+    "unknown" (with "ran out of time" when that is why: a later round may do better).
+    """
     ast, enc = program(text, data_model)
-    # Re-checking the proof and reading invariants may run up to RECHECK_GRACE_S past
-    # the slice (the portfolio waits GRACE_S = 1 s for the answer); what does not fit
-    # leaves Spacer's proof standing, unchecked, without invariants.
     grace = RECHECK_GRACE_S if recheck_grace_s is None else recheck_grace_s
     deadline = time.monotonic() + timeout_s + grace
     ans = chc.solve(enc, timeout_ms=int(timeout_s * 1000), global_guidance=global_guidance,
@@ -117,6 +177,8 @@ def run_spacer(
     if ans.status != "safe":
         return {"answer": ans.status, "reason": ans.reason}
     assert ans.interps is not None
+    if on_proof is not None:
+        on_proof()
     interps: dict[str, z3.BoolRef] = {}
     for name, body in ans.interps.items():
         qf = chc.eliminate_quantifiers(body, timeout_ms=500)
@@ -124,11 +186,12 @@ def run_spacer(
     ok, why = chc.validate(enc, interps, timeout_ms=10_000, deadline=deadline)
     if ok is False:
         return {"answer": "unknown", "reason": f"Spacer's proof did not re-check: {why}"}
-    invs = (
-        invariants_from(ast, enc, interps, data_model=data_model, timeout_ms=2000, deadline=deadline)
-        if ok else []
-    )
-    return {"answer": "safe", "proof": "spacer", "proof_checked": bool(ok), "invariants": invs}
+    if ok is None:
+        return {"answer": "unknown", "unchecked_proof": True,
+                "reason": f"Spacer found a proof that could not be re-checked ({why})"}
+    invs = invariants_from(ast, enc, interps, data_model=data_model, timeout_ms=2000,
+                           deadline=deadline)
+    return {"answer": "safe", "proof": "spacer", "proof_checked": True, "invariants": invs}
 
 
 def run_bmc(
@@ -140,7 +203,7 @@ def run_bmc(
     deeper bound covers all shallower ones.  Answers that are not a decision
     carry ``next_depth`` for the next slice.
     """
-    ast = cfront.parse(text)
+    ast = parsed(text)
     deadline = time.monotonic() + timeout_s
     depth = start_depth
     last_reason = "timeout: no error path within the bound"
@@ -207,16 +270,17 @@ def run_member(
     bmc_depth: int = 0,
     seed: int = 0,
     recheck_grace_s: float | None = None,
+    on_proof: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     if member == "spacer":
         return run_spacer(text, timeout_s, data_model=data_model, seed=seed,
-                          recheck_grace_s=recheck_grace_s)
+                          recheck_grace_s=recheck_grace_s, on_proof=on_proof)
     if member == "spacer-nla":
         return run_spacer(text, timeout_s, nonlinear=True, data_model=data_model, seed=seed,
-                          recheck_grace_s=recheck_grace_s)
+                          recheck_grace_s=recheck_grace_s, on_proof=on_proof)
     if member == "spacer-global":
         return run_spacer(text, timeout_s, global_guidance=True, data_model=data_model, seed=seed,
-                          recheck_grace_s=recheck_grace_s)
+                          recheck_grace_s=recheck_grace_s, on_proof=on_proof)
     if member == "bmc":
         return run_bmc(text, timeout_s, data_model=data_model, start_depth=bmc_depth)
     raise ValueError(f"unknown portfolio member {member!r}; known: {', '.join(MEMBERS)}")

@@ -4,13 +4,23 @@ notes.md: no single Spacer setting wins (global guidance helps some programs and
 hurts others) and deep counterexamples need BMC.  Members run one after another
 in rounds of growing slices (0.5 s, 1 s, 2 s, ... each), so an easy program is
 decided in the first second whatever member solves it, and a hard one still gets
-long runs.  Each slice is a separate process in its own session, killed with its
-whole process group when the slice ends: Z3 is never trusted to stop itself.
-Round r runs Spacer with random seed r: restarts then also vary its heuristics.
+long runs.  Each slice is a separate process in its own process group, killed with
+the whole group when the slice ends: Z3 is never trusted to stop itself.  A slice is
+a fork of this (single-threaded) process, which has already parsed and encoded the
+program, so it starts solving at once; only a multi-threaded caller (where forking is
+unsafe) starts ``python -m verifiers.z3c --member`` instead.  Round r runs Spacer
+with random seed r: restarts then also vary its heuristics.
 
 Decisions: TRUE from a re-checked Spacer proof or a complete unrolling; FALSE
 only from a BMC trace confirmed by a gcc replay.  A Spacer "unsafe" is a hint
-that moves the remaining time to BMC.
+that moves the remaining time to BMC.  A forked Spacer member that has a proof
+says so at once, and its slice is then extended for the re-check (by
+max(RECHECK_MIN_S, RECHECK_FACTOR x slice), within the query's budget: growing with
+the rounds, like the slices, so one hard-to-check proof cannot starve the other
+members); a proof that cannot be re-checked is no verdict: the members go on (a
+later round may find a proof that checks), and if none decides the outcome is
+UNKNOWN (or TIMEOUT) with the reason ("Spacer found a proof that could not be
+re-checked (clause ...)").
 """
 
 from __future__ import annotations
@@ -18,21 +28,27 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import z3
 
 from verifiers import cfront
+from verifiers.forkserver import set_parent_death_signal
 from verifiers.z3c import engines
 from verifiers.z3c.encode import Unsupported
 
 GRACE_S = 1.0  # beyond its slice a member gets this long to print its answer
+RECHECK_MIN_S = 2.0  # a forked member that has a proof may re-check it this long past its slice,
+RECHECK_FACTOR = 4.0  # or this many times its slice if longer (within the query's budget)
 IN_PROCESS_RECHECK_S = 5.0  # in-process members may re-check a proof this long past their slice
 
 
@@ -90,6 +106,87 @@ def _run_subprocess(
     return {"answer": "error", "reason": f"member {member} crashed: {tail}"}
 
 
+def _run_forked(
+    member: str,
+    text: str,
+    slice_s: float,
+    data_model: str,
+    bmc_depth: int,
+    seed: int = 0,
+    grace_s: float | None = None,
+    proof_deadline: float | None = None,
+) -> dict[str, Any]:
+    """The member in a fork of this process: answers as JSON on a pipe, killed at the deadline.
+
+    A Spacer member writes ``P`` first when it has a proof; its deadline then moves to
+    `proof_deadline` (the query's), so the re-check is not cut short by the slice.
+    """
+    r, w = os.pipe2(os.O_CLOEXEC)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the member
+        try:
+            os.close(r)
+            os.setpgid(0, 0)
+            set_parent_death_signal(signal.SIGKILL, parent)
+            sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+            recheck = None
+            if proof_deadline is not None:
+                recheck = max(0.0, proof_deadline - time.monotonic() - slice_s)
+            got = run_member_safely(member, text, slice_s, data_model, bmc_depth, seed,
+                                    recheck_grace_s=recheck,
+                                    on_proof=lambda: os.write(w, b"P") and None)
+            data = json.dumps(got).encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view):]
+        finally:
+            os._exit(0)
+    os.close(w)
+    deadline = time.monotonic() + slice_s + (GRACE_S if grace_s is None else grace_s)
+    buf = b""
+    timed_out = False
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([r], [], [], max(0.0, left))
+            if not ready:
+                timed_out = True
+                break
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            if not buf and chunk.startswith(b"P"):
+                chunk = chunk[1:]
+                if proof_deadline is not None:
+                    deadline = max(deadline, proof_deadline)
+                buf = b" "  # the "P" was seen; JSON follows
+            buf += chunk
+    finally:
+        os.close(r)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)  # also whatever the member started (gcc replay)
+        _, status = os.waitpid(pid, 0)
+    if timed_out:
+        return {"answer": "timeout"}
+    try:
+        got = json.loads(buf)
+    except ValueError:
+        got = None
+    if isinstance(got, dict) and "answer" in got:
+        return got
+    how = (f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+           else f"exit {os.WEXITSTATUS(status)}")
+    return {"answer": "error", "reason": f"member {member} crashed ({how}) without an answer"}
+
+
+def _can_fork() -> bool:
+    """Forking is safe only while this process has one thread (see the module doc)."""
+    return threading.active_count() == 1 and hasattr(os, "fork")
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -105,12 +202,13 @@ def run_member_safely(
     bmc_depth: int = 0,
     seed: int = 0,
     recheck_grace_s: float | None = None,
+    on_proof: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """A member in this process (worker mode and in-process tests); never raises."""
     try:
         with engines.Z3_LOCK:
             return engines.run_member(
-                member, text, timeout_s, data_model, bmc_depth, seed, recheck_grace_s
+                member, text, timeout_s, data_model, bmc_depth, seed, recheck_grace_s, on_proof
             )
     except Unsupported as exc:
         return {"answer": "unsupported", "reason": str(exc)}
@@ -127,7 +225,8 @@ def check_supported(text: str, data_model: str, filename: str) -> Outcome | None
     try:
         ast = cfront.parse(text, filename=filename)
         with engines.Z3_LOCK:
-            engines.encode(ast, mode="chc", data_model=data_model)
+            enc = engines.encode(ast, mode="chc", data_model=data_model)
+            engines.remember(text, data_model, ast, enc)  # members reuse it
     except cfront.CParseError as exc:
         return Outcome("UNKNOWN", f"parse error: {exc}")
     except Unsupported as exc:
@@ -151,11 +250,13 @@ def verify_text(
 ) -> Outcome:
     """Run the portfolio on one program within `timeout_s` seconds.
 
-    Members run as subprocesses reading `path` (the file `text` came from) or,
-    without one, a temporary copy; `in_process=True` runs them here instead.
+    Members run as forks of this process or, from a multi-threaded process, as
+    subprocesses reading `path` (the file `text` came from) or, without one, a
+    temporary copy; `in_process=True` runs them here instead.
     """
     start = time.monotonic()
     deadline = start + timeout_s
+    fork = not in_process and _can_fork()
     bad = check_supported(text, data_model, filename)
     if bad is not None:
         return bad
@@ -167,7 +268,7 @@ def verify_text(
     grace = min(GRACE_S, max(0.1, 0.2 * timeout_s))  # a slice's time to answer after its end
     crashed: set[str] = set()
     tmp = None
-    if not in_process and path is None:
+    if not in_process and not fork and path is None:
         fd, tmp = tempfile.mkstemp(suffix=".c", prefix="vb-z3c-")
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
@@ -189,6 +290,12 @@ def verify_text(
                     # nobody kills an in-process member: let it finish re-checking
                     got = run_member_safely(member, text, slice_s, data_model, bmc_depth, rnd,
                                             recheck_grace_s=IN_PROCESS_RECHECK_S)
+                elif fork:
+                    recheck = max(RECHECK_MIN_S, RECHECK_FACTOR * slice_s)
+                    got = _run_forked(member, text, slice_s, data_model, bmc_depth, rnd,
+                                      grace_s=grace,
+                                      proof_deadline=min(deadline - grace,
+                                                         time.monotonic() + slice_s + recheck))
                 else:
                     assert path is not None
                     got = _run_subprocess(member, path, slice_s, data_model, bmc_depth, rnd,
@@ -200,7 +307,7 @@ def verify_text(
                 ans = got.get("answer")
                 if ans == "safe":
                     extras = {"proof": got.get("proof"), "invariants": got.get("invariants", []),
-                              "proof_checked": got.get("proof_checked", True), "portfolio": log}
+                              "proof_checked": True, "portfolio": log}
                     return Outcome("TRUE", None, extras)
                 if ans == "false":
                     return Outcome("FALSE", None, {"counterexample": got.get("counterexample"),
@@ -236,4 +343,5 @@ def _may_improve(reason: str | None) -> bool:
     if reason is None:
         return True
     r = reason.lower()
-    return any(k in r for k in ("timeout", "canceled", "cancelled", "unconfirmed", "no error path"))
+    return any(k in r for k in ("timeout", "canceled", "cancelled", "unconfirmed", "no error path",
+                                "ran out of time"))

@@ -53,6 +53,13 @@ def test_dec_false_on_an_unsafe_program(z3, tmp_path: Path) -> None:
     assert run.status_b == Status.FALSE
     assert (run.decision, run.rule) == ("FALSE", "DEC-FALSE")
     assert run.decision_time_s == run.d_b.wall_s
+    # s == i is an invariant: DEC-FALSE does not stop d_a from proving it (% correct, §4)
+    assert run.status_a == Status.TRUE
+    unsettled = run_candidates(z3, [_candidate(tmp_path, "off_by_one.c", 1, "s == i")], Limits(wall_s=20.0),
+                               tmp_path / "logs2", make_query=_query, settle_invariants=False)[0]
+    assert unsettled.decision == "FALSE"
+    assert unsettled.status_a in (Status.TRUE, Status.UNKNOWN)  # TRUE only if d_a beat d_b
+    assert unsettled.status_a == Status.TRUE or unsettled.d_a.termination_reason == "cancelled"
 
 
 def test_strong_invariant_speeds_up_the_use_query(z3, tmp_path: Path) -> None:
@@ -80,4 +87,6 @@ def test_best_of_n_first_decisive_wins_and_the_rest_are_killed(z3, tmp_path: Pat
     assert elapsed < 15.0, elapsed  # not awaited: the weak d_b alone takes ~20 s
     assert runs == [weak, strong]
     time.sleep(0.2)
-    assert not psutil.Process().children(recursive=True)
+    from verifiers.forkserver import IDLE_NAMES  # the worker's fork server and spares stay
+
+    assert not [p for p in psutil.Process().children(recursive=True) if p.name() not in IDLE_NAMES]

@@ -85,3 +85,22 @@ def test_inner_loop_label(tmp_path: Path) -> None:
     # loop 2 is the inner for: j <= m holds at its head, j < m does not.
     assert _both(tmp_path, "nested.c", "j <= m && c >= 0", [2, 3], label=2)[0] == "ok"
     assert _both(tmp_path, "nested.c", "j < m", [2, 3], label=2)[0] == "error"
+
+
+def test_a_set_of_invariants_is_asserted_and_assumed_together(tmp_path: Path) -> None:
+    """§5.4 supplies all of a program's invariants at once: d_a fails if any one fails."""
+    from tasks.invbench.instrument import InstrumentationError, instrument_all
+
+    program = (SAMPLE / "nested.c").read_text()
+
+    def both(invs: list[tuple[int, str]]) -> tuple[str, str]:
+        progs = instrument_all(program, invs, filename="nested.c")
+        return _run(tmp_path, progs.check_invariant, [2, 3], "a"), _run(tmp_path, progs.use_invariant, [2, 3], "b")
+
+    assert both([(1, "i <= n && c == i * m"), (2, "j <= m && c >= 0")]) == ("ok", "ok")
+    assert both([(1, "i <= n && c == i * m"), (2, "j < m")]) == ("error", "abort")  # the inner one fails
+    assert both([(1, "i < n"), (2, "j <= m")]) == ("error", "abort")  # the outer one fails at its exit
+    # two ψ for one loop are conjoined
+    assert both([(2, "j <= m"), (2, "j < m")])[0] == "error"
+    with pytest.raises(InstrumentationError, match="no loop 7"):
+        instrument_all(program, [(1, "1"), (7, "1")], filename="nested.c")

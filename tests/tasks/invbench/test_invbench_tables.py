@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aggregate.invbench import build_tables, compare_runs
+from aggregate.invbench import build_tables, compare_runs, compare_verifiers
 
 
 def _inst(iid: str, *, decision: str | None, speedup: float | None, correct: bool, total: float | None,
@@ -19,12 +19,14 @@ def _inst(iid: str, *, decision: str | None, speedup: float | None, correct: boo
             "status": "decided" if decision in ("TRUE", "FALSE") else "undecided"}
 
 
-def _run(tmp_path: Path, ids: list[str], verify: list[dict], baseline: list[dict], budget: float = 600.0):
+def _run(tmp_path: Path, ids: list[str], verify: list[dict], baseline: list[dict], budget: float = 600.0,
+         timeout_source: str = "baseline", verifier: str = "z3", run_id: str = "invbench-x"):
     run_dir = tmp_path / "run"
     run_dir.mkdir(exist_ok=True)
     (run_dir / "instances.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
-    manifest = {"run_id": "invbench-x", "instance_count": len(ids), "instances_file": "instances.jsonl",
-                "config": {"verifier": "z3", "model": "hf:/m", "options": {"budget_s": budget}}}
+    manifest = {"run_id": run_id, "instance_count": len(ids), "instances_file": "instances.jsonl",
+                "config": {"verifier": verifier, "verifier_version": "1.0", "model": "hf:/m",
+                           "options": {"budget_s": budget, "timeout_source": timeout_source}}}
     return run_dir, manifest, {"verify": pd.DataFrame(verify), "baseline": pd.DataFrame(baseline)}
 
 
@@ -47,7 +49,15 @@ def test_table2_columns(tmp_path: Path) -> None:
     assert row["speedup_gt1"] == 3.0  # mean of 2 and 4
     assert row["speedup_all"] == pytest.approx((2 + 4 + 1 + 1) / 4, abs=0.01)
     assert row["decided"] == 3
-    solved = tables["table4_solved_easy"].frame.set_index("solver")
+    assert row["timeout_source"] == "baseline: this run's z3 solve time"
+    # the per-instance values behind the means, for `launch regress`'s bootstrap
+    samples = tables["table2_invbench_easy"].samples.set_index("instance_id")
+    assert sorted(samples.index) == ids[:4]
+    assert samples["speedup_all"].mean() == pytest.approx(row["speedup_all"], abs=0.01)
+    assert samples["speedup_gt1"].mean() == row["speedup_gt1"]  # NaN outside the speedup cases
+    assert samples["pct_correct_invariant"].mean() == row["pct_correct_invariant"]
+    assert set(samples["arm"]) == {"model"} and set(samples["split"]) == {"easy"}
+    solved = tables["solved_baseline_vs_arm_easy"].frame.set_index("solver")
     assert solved.loc["z3 (baseline)", "solved_10s"] == 3
     assert solved.loc["z3 (baseline)", "solved_100s"] == 4
     assert solved.loc["z3 (baseline)", "solved_600s"] == 4  # 700 s is over every budget
@@ -61,7 +71,7 @@ def test_budgets_above_the_run_budget_are_not_claimed(tmp_path: Path) -> None:
     tables = {t.key: t for t in build_tables(*_run(
         tmp_path, ids, [_inst(ids[0], decision="TRUE", speedup=1.5, correct=True, total=1.0)],
         [{"instance_id": ids[0], "solved": True, "baseline_time_s": 1.5}], budget=60.0))}
-    cols = set(tables["table4_solved_sample"].frame.columns)
+    cols = set(tables["solved_baseline_vs_arm_sample"].frame.columns)
     assert {"solved_10s", "solved_60s"} <= cols and "solved_100s" not in cols
 
 
@@ -98,5 +108,50 @@ def test_distribution_tables_and_plot_page(tmp_path: Path) -> None:
     assert curve.loc[1.0, "baseline_solved"] == 0 and curve.loc[3.0, "baseline_solved"] == 2
     assert curve.loc[1.0, "arm_solved"] == 1 and curve.loc[30.0, "arm_solved"] == 2
     assert 100.0 not in curve.index  # beyond the run's budget
-    page = (run_dir / "tables" / "invbench_plots.html").read_text()
-    assert page.count("<svg") == 2 and "[2,5)" in page
+    # the two plots are declarations `launch report` draws (tests/aggregate/test_report.py)
+    bar = tables["speedup_distribution_easy"].plots[0]
+    assert (bar.kind, bar.x, bar.x_to, bar.y) == ("bar", "speedup_from", "speedup_to", ("instances",))
+    line = tables["solved_vs_budget_easy"].plots[0]
+    assert line.kind == "line" and line.y == ("baseline_solved", "arm_solved") and line.log_x
+
+
+def test_every_row_names_its_timeout_source(tmp_path: Path) -> None:
+    ids = ["invbench/easy/a.c", "invbench/easy/b.c"]
+    verify = [{**_inst(ids[0], decision="TRUE", speedup=2.0, correct=True, total=1.0), "timeout_source": "reference"},
+              {**_inst(ids[1], decision="UNKNOWN", speedup=None, correct=False, total=5.0),
+               "timeout_source": "budget-fallback"}]
+    tables = {t.key: t for t in build_tables(*_run(tmp_path, ids, verify, [], timeout_source="reference"))}
+    row = tables["table2_invbench_easy"].frame.iloc[0]
+    assert row["timeout_source"] == "reference: InvBench timing.json (UAutomizer), the paper's"
+    assert row["timeout_fallback"] == 1
+    assert "InvBench timing.json" in tables["table2_invbench_easy"].caption
+
+
+def test_table4_is_per_verifier_as_in_the_paper(tmp_path: Path) -> None:
+    """Rows: the dataset's recorded (UAutomizer) times, the run's baseline verifier, its arm."""
+    ids = [f"invbench/hard/p{i}.c" for i in range(4)]
+    base = [{"instance_id": i, "solved": s, "baseline_time_s": bt, "reference_time_s": rt,
+             "expected_verdict": "TRUE", "reference_tool": "UAutomizer (InvBench timing.json)"}
+            for i, s, bt, rt in zip(ids, [True, True, True, False], [5.0, 50.0, 250.0, 300.0],
+                                    [40.0, 90.0, 200.0, 590.0], strict=True)]
+    verify = [_inst(ids[0], decision="TRUE", speedup=1.0, correct=True, total=5.0),
+              _inst(ids[1], decision="FALSE", speedup=2.0, correct=False, total=150.0)]
+    run_dir, manifest, frames = _run(tmp_path, ids, verify, base, budget=300.0)
+    tables = {t.key: t for t in build_tables(run_dir, manifest, frames)}
+    t4 = tables["table4_verifiers_hard"].frame.set_index("kind")
+    cols = ["solved_10s", "solved_100s", "solved_300s", "solved_600s"]
+    assert t4.loc["reference", cols].tolist() == [0, 2, 3, 4]
+    assert t4.loc["reference", "solver"].startswith("UAutomizer (InvBench timing.json)")
+    # the baseline ran with budget_s=300: its 600 s column is not measured, not claimed
+    assert t4.loc["baseline", cols[:3]].tolist() == [1, 2, 3] and pd.isna(t4.loc["baseline", "solved_600s"])
+    assert t4.loc["baseline", "solver"] == "z3 1.0"
+    assert t4.loc["model", cols].tolist() == [1, 1, 2, 2] and t4.loc["model", "missing"] == 2
+    # any number of runs: a second verifier's run adds its rows, the reference appears once
+    other = tmp_path / "other"
+    other.mkdir()
+    run2 = _run(other, ids, [], [{**b, "baseline_time_s": b["baseline_time_s"] / 10} for b in base],
+                budget=600.0, verifier="uautomizer", run_id="invbench-y")
+    both = compare_verifiers([("z3-run", run_dir, manifest, frames), ("ua-run", *run2)]).frame
+    assert both["kind"].tolist() == ["reference", "baseline", "model", "baseline"]
+    assert both.iloc[3][["run", "solver"]].tolist() == ["ua-run", "uautomizer 1.0"]
+    assert both.iloc[3][cols].tolist() == [2, 3, 3, 3]

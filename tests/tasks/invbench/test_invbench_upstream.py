@@ -69,3 +69,22 @@ def test_a_changed_file_is_rejected(shared_data: Path, tmp_path: Path, served, m
         upstream.fetch()
     assert not (upstream.cache_dir() / ".verified").exists()
     assert not upstream.cache_dir().with_name(upstream.cache_dir().name + ".partial").exists()
+
+
+def test_the_recorded_times_are_pinned(shared_data: Path, tmp_path: Path, served, monkeypatch) -> None:
+    """timeout_source=reference uses upstream's UAutomizer times: a changed time is refused."""
+    import json
+
+    www, url = served
+    repo = _repo_copy(shared_data, tmp_path / "src")
+    timing = repo / "Dataset" / "Evaluation" / "timing.json"
+    rows = json.loads(timing.read_text())
+    assert upstream.timing_rows_digest(rows, {r["file"] for r in rows}) == \
+        upstream.pinned()["timing_rows"]["Dataset/Evaluation/timing.json"]["easy"]
+    rows[7]["time"] = rows[7]["time"] * 0.5
+    timing.write_text(json.dumps(rows, indent=2))  # reformatted too: only the rows count
+    _publish(repo, www)
+    monkeypatch.setattr(upstream, "ARCHIVE_URL", url)
+    monkeypatch.setenv("VERIBATCH_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(DatasetError, match="easy rows"):
+        upstream.fetch()

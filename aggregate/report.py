@@ -1,0 +1,198 @@
+"""`launch report RUN... [--history DIR]`: one static, self-contained HTML page.
+
+What a reader needs to trust and forward a night's results, in reading order: the regress
+summary when two runs are compared, provenance (code version, cluster profile, dataset hash,
+model revision, verifier image digest, every config field) side by side, then per run its
+coverage and every table with the plots the task declared, then trends over nights from
+the history parquet.  No script, no external file or font: plots are inline SVG from
+matplotlib (`aggregate/plots.py`), styles are inline, so the page works offline and as a
+mail attachment.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .history import RUN_TABLE, read_history
+from .plots import plot_svg, trend_svg
+from .provenance import provenance
+from .records import load_run
+from .regress import RegressReport
+from .regress_render import headline
+from .regress_render import to_html as regress_html
+from .render import _cell, load_tables
+from .table import Table
+
+CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5rem auto;max-width:1200px;
+     padding:0 1rem;color:#1d1d1f;line-height:1.4}
+h1{font-size:1.5rem}h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
+h3{margin-bottom:.3rem}table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.85rem}
+th,td{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;vertical-align:top}
+th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.caption{color:#555;font-size:.85rem;max-width:60rem}.coverage{font-size:.85rem;color:#333}
+.good{color:#0a6b2c}.bad{color:#a01010}.figure{max-width:100%;height:auto;display:block}
+.figures{display:flex;flex-wrap:wrap;gap:1rem}.prov td:first-child{font-weight:600}
+nav a{margin-right:1rem}.scroll{overflow-x:auto}
+"""
+
+
+def _esc(v: Any) -> str:
+    return html.escape(str(v))
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def table_html(t: Table) -> str:
+    head = "".join(f"<th>{_esc(c)}</th>" for c in t.frame.columns)
+    body = []
+    for row in t.frame.itertuples(index=False):
+        cells = "".join(f'<td class="num">{_esc(_cell(v))}</td>' if _is_num(v) else f"<td>{_esc(_cell(v))}</td>"
+                        for v in row)
+        body.append(f"<tr>{cells}</tr>")
+    return (f'<div class="scroll"><table class="data" data-table="{_esc(t.key)}"><thead><tr>{head}</tr>'
+            f"</thead><tbody>{''.join(body)}</tbody></table></div>\n")
+
+
+def coverage_line(t: Table) -> str:
+    f = t.frame
+    if not {"covered", "missing"} <= set(f.columns) or not len(f):
+        return "coverage: not reported by this table"
+    cov = pd.to_numeric(f["covered"], errors="coerce")
+    mis = pd.to_numeric(f["missing"], errors="coerce")
+
+    def span(s: pd.Series) -> str:
+        lo, hi = s.min(), s.max()
+        return f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
+
+    cls = "good" if (mis.fillna(0) == 0).all() else "bad"
+    return (f'<span class="{cls}">coverage: {span(cov)} instance(s) covered, {span(mis)} missing '
+            f"per row</span>")
+
+
+def _provenance_html(provs: list[dict[str, str]]) -> str:
+    keys = list(dict.fromkeys(k for p in provs for k in p))
+    head = "<th>field</th>" + "".join(f"<th>{_esc(p.get('run_id'))}</th>" for p in provs)
+    rows = []
+    for k in keys:
+        vals = [p.get(k, "") for p in provs]
+        cls = ' class="bad"' if len(provs) > 1 and len(set(vals)) > 1 else ""
+        rows.append(f"<tr{cls}><td>{_esc(k)}</td>" + "".join(f"<td>{_esc(v)}</td>" for v in vals) + "</tr>")
+    return f'<table class="prov"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>\n'
+
+
+def _run_section(run_dir: Path, anchor: str) -> tuple[str, dict[str, str]]:
+    manifest, stages = load_run(run_dir)
+    prov = provenance(run_dir, manifest, {s: r.frame for s, r in stages.items()})
+    tables = load_tables(run_dir)
+    try:
+        agg = json.loads((run_dir / "aggregate.json").read_text())
+    except (OSError, ValueError):
+        agg = {}
+    status = agg.get("status", "not aggregated")
+    missing = agg.get("missing_shards") or []
+    parts = [f'<h2 id="{anchor}">Run {_esc(manifest.get("run_id"))}</h2>\n',
+             f'<p class="coverage"><span class="{"good" if status == "complete" else "bad"}">'
+             f"aggregate: {_esc(status)}</span>"
+             + (f"; incomplete shards: {_esc(', '.join(missing[:20]))}" if missing else "")
+             + "; per stage: "
+             + ", ".join(f"{_esc(n)} {sr.covered}/{len(sr.expected)} instances" for n, sr in stages.items())
+             + "</p>\n"]
+    if not tables:
+        parts.append(f"<p class=\"bad\">no tables: run <code>launch aggregate {_esc(run_dir)}</code></p>\n")
+    for t in tables:
+        parts.append(f'<section class="table" id="{anchor}-{_esc(t.key)}"><h3>{_esc(t.title)}</h3>\n')
+        parts.append(f'<p class="coverage">{coverage_line(t)} · <code>{_esc(t.key)}</code></p>\n')
+        parts.append(table_html(t))
+        if t.caption:
+            parts.append(f'<p class="caption">{_esc(t.caption)}</p>\n')
+        figs = []
+        for p in t.plots:
+            try:
+                figs.append(plot_svg(t, p))
+            except ValueError as e:
+                figs.append(f'<p class="bad">plot not drawn: {_esc(e)}</p>')
+        if figs:
+            parts.append('<div class="figures">' + "".join(figs) + "</div>\n")
+        parts.append("</section>\n")
+    return "".join(parts), prov
+
+
+def _row_name(row_json: str) -> str:
+    try:
+        values = json.loads(row_json)
+    except ValueError:
+        return row_json
+    return " / ".join(str(v) for v in values.values()) if values else "run"
+
+
+def trends_html(history: pd.DataFrame, run_ids: Sequence[str], max_lines: int = 12) -> str:
+    """Per suite entry and table: metric values over nights, one figure per unit."""
+    if history.empty:
+        return "<p>no history yet</p>\n"
+    entries = history[history["run_id"].isin(run_ids)][["suite", "entry"]].drop_duplicates()
+    if entries.empty:
+        entries = history[["suite", "entry"]].drop_duplicates()
+    parts = []
+    for suite, entry in entries.itertuples(index=False):
+        h = history[(history["suite"] == suite) & (history["entry"] == entry)]
+        nights = sorted(h["night"].unique())
+        parts.append(f"<h3>{_esc(suite)} / {_esc(entry)} ({len(nights)} night(s))</h3>\n<div class=\"figures\">")
+        for (table, unit), g in h.groupby(["table", "unit"], sort=False):
+            lines: dict[str, list[tuple[str, float | None]]] = {}
+            for (row, metric), s in g.groupby(["row", "metric"], sort=False):
+                label = metric if table == RUN_TABLE else f"{_row_name(row)}: {metric}"
+                lines[label] = [(n, None if pd.isna(v) else float(v))
+                                for n, v in zip(s["night"], s["value"], strict=True)]
+            note = ""
+            if len(lines) > max_lines:
+                note = f" (first {max_lines} of {len(lines)} series)"
+                lines = dict(list(lines.items())[:max_lines])
+            title = ("regressions against the reference night" if table == RUN_TABLE
+                     else f"{table}{note}")
+            parts.append(trend_svg(title, lines, unit or "value", nights))
+        parts.append("</div>\n")
+    return "".join(parts)
+
+
+def build_report(runs: Sequence[Path], *, history: Path | None = None,
+                 regressions: Sequence[RegressReport] = (), title: str = "") -> str:
+    runs = [Path(r) for r in runs]
+    sections, provs = [], []
+    for i, r in enumerate(runs):
+        body, prov = _run_section(r, f"run{i}")
+        sections.append(body)
+        provs.append(prov)
+    title = title or "veribatch report: " + ", ".join(p.get("run_id", "") for p in provs)
+    nav = ['<a href="#provenance">provenance</a>']
+    parts = [f"<h1>{_esc(title)}</h1>\n",
+             f'<p class="coverage">generated {time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime())} · '
+             "self-contained (no script, no network)</p>\n"]
+    if regressions:
+        nav.insert(0, '<a href="#regress">regress</a>')
+        parts.append('<h2 id="regress">Regress summary</h2>\n')
+        for rep in regressions:
+            parts.append(f"<h3>{_esc(rep.current.get('run_id'))} against {_esc(rep.base.get('run_id'))}: "
+                         f"{_esc(headline(rep))}</h3>\n")
+            parts.append(regress_html(rep))
+    parts.append('<h2 id="provenance">Provenance</h2>\n' + _provenance_html(provs))
+    parts += sections
+    nav += [f'<a href="#run{i}">{_esc(p.get("run_id"))}</a>' for i, p in enumerate(provs)]
+    if history is not None:
+        nav.append('<a href="#trends">trends</a>')
+        parts.append('<h2 id="trends">Trends over nights</h2>\n')
+        parts.append(trends_html(read_history(history), [p.get("run_id", "") for p in provs]))
+    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            '<link rel="icon" href="data:,">'
+            f"<title>{_esc(title)}</title><style>{CSS}</style></head><body>\n"
+            f"<nav>{''.join(nav)}</nav>\n" + "".join(parts) + "</body></html>\n")

@@ -1,0 +1,14 @@
+#include <bits/stdc++.h>
+using namespace std;
+int main() {
+    int n;
+    cin >> n;
+    long long sum = 0;
+    int cnt = 0;
+    for (int i = 0; i < n; i++) {
+        int x;
+        cin >> x;
+        if (x > 0) sum += x, cnt++;
+    }
+    cout << sum / cnt << endl;
+}

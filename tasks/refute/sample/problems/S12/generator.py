@@ -1,0 +1,3 @@
+import random
+
+print(random.randint(1, 10**18))

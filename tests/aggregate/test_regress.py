@@ -1,0 +1,151 @@
+"""`launch regress`: the classification rules, table cells with significance tests, and the
+command end to end on real selftest runs (local executor, real parquet) with a regression
+injected through a task option."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from aggregate.regress import Thresholds, _classify, compare_table, verdict_class
+from aggregate.render import read_sidecar, write_table
+from aggregate.table import Metric, Plot, Table
+
+DECL = {"verdict_column": "v", "time_column": "t", "time_limit_column": "lim"}
+
+
+def launch(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "launch", *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "COLUMNS": "200"})
+
+
+def test_verdict_classes() -> None:
+    assert {verdict_class(v) for v in ("TRUE", "FALSE", "ok", "agree", "GENUINE", True)} == {"decided"}
+    assert {verdict_class(v) for v in ("UNKNOWN", "TIMEOUT", "OOM", None, float("nan"), "no-value",
+                                       "CANCELLED", "")} == {"undecided"}
+    assert {verdict_class(v) for v in ("ERROR", "ERROR (exit 3)", "engine_error", "crash")} == {"error"}
+
+
+@pytest.mark.parametrize(("base", "cur", "kind"), [
+    ({"v": "TRUE", "t": 1.0, "lim": 60}, {"v": "FALSE", "t": 1.0, "lim": 60}, "flip"),
+    ({"v": "TRUE", "t": 1.0, "lim": 60}, {"v": "TIMEOUT", "t": 60.0, "lim": 60}, "lost"),
+    # decided at 55 of 60 s, timed out tonight: a flapping timeout, not a regression
+    ({"v": "TRUE", "t": 55.0, "lim": 60}, {"v": "TIMEOUT", "t": 60.0, "lim": 60}, "flapping"),
+    ({"v": "UNKNOWN", "t": 3.0, "lim": 60}, {"v": "TRUE", "t": 2.0, "lim": 60}, "gained"),
+    ({"v": "TRUE", "t": 1.0, "lim": 60}, {"v": "ERROR", "t": 0.1, "lim": 60}, "new_error"),
+    ({"v": "ERROR", "t": 1.0, "lim": 60}, {"v": "TRUE", "t": 0.1, "lim": 60}, "fixed_error"),
+    ({"v": "UNKNOWN", "t": 1.0, "lim": 60}, {"v": "TIMEOUT", "t": 60, "lim": 60}, "changed"),
+    ({"v": "TRUE", "t": 2.0, "lim": 60}, {"v": "TRUE", "t": 5.0, "lim": 60}, "slower"),
+    ({"v": "TRUE", "t": 0.2, "lim": 60}, {"v": "TRUE", "t": 0.9, "lim": 60}, "same"),  # < min_time_s
+    ({"v": "TRUE", "t": 1.8, "lim": 2}, {"v": "TRUE", "t": 4.0, "lim": 4}, "flapping"),  # both near limit
+    ({"v": "TRUE", "t": 6.0, "lim": 60}, {"v": "TRUE", "t": 2.0, "lim": 60}, "faster"),
+    ({"v": "TRUE", "t": 2.0, "lim": 60}, {"v": "TRUE", "t": 3.0, "lim": 60}, "same"),
+])
+def test_record_rules(base: dict, cur: dict, kind: str) -> None:
+    assert _classify(base, cur, DECL, Thresholds())[0] == kind
+
+
+def test_thresholds_are_validated() -> None:
+    with pytest.raises(ValueError, match="time_factor"):
+        Thresholds(time_factor=1.0)
+    with pytest.raises(ValueError, match="near_limit"):
+        Thresholds(near_limit=1.5)
+
+
+def _rate_table(pct: float, n: int, *, sampled: bool = True, samples: pd.DataFrame | None = None) -> Table:
+    return Table(key="t", title="t", frame=pd.DataFrame([{"arm": "model", "acc": pct, "covered": n,
+                                                          "missing": 0}]),
+                 index=("arm",), metrics={"acc": Metric("rate", sampled=sampled, unit="%")}, samples=samples)
+
+
+def test_sampled_rate_one_instance_wobble_is_noise_a_real_drop_a_regression() -> None:
+    th = Thresholds()
+    wobble, _ = compare_table(_rate_table(50.0, 20), _rate_table(45.0, 20), th)
+    assert [(c.kind, c.test) for c in wobble] == [("noise", "fisher")] and wobble[0].p_value > 0.5
+    drop, _ = compare_table(_rate_table(90.0, 40), _rate_table(40.0, 40), th)
+    assert drop[0].kind == "regression" and drop[0].p_value < 0.001 and drop[0].note == "36/40 vs 16/40"
+    up, _ = compare_table(_rate_table(40.0, 40), _rate_table(90.0, 40), th)
+    assert up[0].kind == "improvement"
+
+
+def test_non_sampled_metric_changes_are_shown_not_counted_unless_tolerance() -> None:
+    cells, _ = compare_table(_rate_table(90.0, 40, sampled=False), _rate_table(40.0, 40, sampled=False),
+                             Thresholds())
+    assert cells[0].kind == "changed" and cells[0].delta == -50.0
+    cells, _ = compare_table(_rate_table(90.0, 40, sampled=False), _rate_table(40.0, 40, sampled=False),
+                             Thresholds(metric_tolerance=0.1))
+    assert cells[0].kind == "regression"
+
+
+def test_paired_tests_from_samples() -> None:
+    ids = [f"i{k}" for k in range(30)]
+    # rate: 12 instances lose their success, none gain → McNemar p = 2 / 2^12
+    before = pd.DataFrame({"arm": "model", "instance_id": ids, "acc": [1] * 20 + [0] * 10})
+    after = pd.DataFrame({"arm": "model", "instance_id": ids, "acc": [1] * 8 + [0] * 22})
+    cells, _ = compare_table(_rate_table(66.7, 30, samples=before), _rate_table(26.7, 30, samples=after),
+                             Thresholds())
+    assert cells[0].test == "mcnemar" and cells[0].kind == "regression"
+    assert cells[0].p_value == pytest.approx(2 / 2 ** 12)
+    # mean: every instance's speedup halves → the bootstrap interval excludes 0
+    mean_metric = {"speedup": Metric("mean", sampled=True, unit="×")}
+    sb = pd.DataFrame({"arm": "model", "instance_id": ids, "speedup": [2.0 + k / 10 for k in range(30)]})
+    sc = sb.assign(speedup=sb["speedup"] / 2)
+    tb = Table("m", "m", pd.DataFrame([{"arm": "model", "speedup": sb["speedup"].mean()}]), index=("arm",),
+               metrics=mean_metric, samples=sb)
+    tc = Table("m", "m", pd.DataFrame([{"arm": "model", "speedup": sc["speedup"].mean()}]), index=("arm",),
+               metrics=mean_metric, samples=sc)
+    cells, _ = compare_table(tb, tc, Thresholds(resamples=500))
+    assert cells[0].test == "bootstrap" and cells[0].kind == "regression" and "30 paired" in cells[0].note
+
+
+def test_sidecar_round_trip(tmp_path: Path) -> None:
+    frame = pd.DataFrame({"split": ["easy", "easy"], "lo": [0.0, 5.0], "hi": [5.0, float("inf")],
+                          "n": [3, None]})
+    samples = pd.DataFrame({"split": ["easy"], "instance_id": ["a"], "n": [1.0]})
+    t = Table("dist", "Distribution", frame, caption="c", index=("split", "lo"),
+              metrics={"n": Metric("count", unit="instances")}, samples=samples,
+              plots=(Plot("bar", x="lo", x_to="hi", y=("n",), y_label="instances"),))
+    paths = write_table(t, tmp_path, ("md",))
+    assert {p.name for p in paths} == {"dist.md", "dist.csv", "dist.table.json", "dist.samples.parquet"}
+    back = read_sidecar(tmp_path / "dist.table.json")
+    assert back.index == t.index and back.metrics == t.metrics and back.plots == t.plots
+    assert back.frame["hi"].tolist() == [5.0, float("inf")] and pd.isna(back.frame["n"][1])
+    assert back.samples is not None and back.samples.equals(samples)
+
+
+@pytest.mark.slow  # three runs + five `launch` processes: ~15 s idle, more on a busy node
+def test_regress_command_on_real_runs(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for name, extra in (("base", []), ("errs", ["-o", "fail=3,5"]), ("other", ["--dataset", "small"])):
+        r = launch("selftest", "--runs-dir", str(runs), "--run-name", name, "--shards", "2", "-q", *extra)
+        assert r.returncode == 0, r.stderr
+    same = launch("regress", "base", "base", "--runs-dir", str(runs))
+    assert same.returncode == 0 and "no regressions" in same.stdout
+
+    r = launch("regress", "base", "errs", "--runs-dir", str(runs), "--format", "json", "--out",
+               str(tmp_path / "out"))
+    assert r.returncode == 1, r.stderr
+    data = json.loads(r.stdout)
+    assert {"field": "options.fail", "base": "", "current": "3,5"} in data["config_diff"]
+    found = {(c["stage"], c["instance_id"], c["kind"]) for c in data["records"]}
+    assert found == {("work", "selftest/smoke/00003", "new_error"), ("work", "selftest/smoke/00005", "new_error"),
+                     ("check", "selftest/smoke/00003", "lost"), ("check", "selftest/smoke/00005", "lost")}
+    md = (tmp_path / "out" / "regress.md").read_text()
+    assert md.index("## New errors") > md.index("## Configuration differences")
+
+    # a shard of CURRENT lost its output: its instances' records are missing (a regression)
+    (runs / "errs" / "shards" / "check" / "1" / "DONE").unlink()
+    r = launch("regress", "base", "errs", "--runs-dir", str(runs), "--format", "json")
+    missing = [c for c in json.loads(r.stdout)["records"] if c["kind"] == "missing"]
+    assert len(missing) == 6 and all(c["note"] == "shard 1 of CURRENT is incomplete" for c in missing)
+
+    refused = launch("regress", "base", "other", "--runs-dir", str(runs))
+    assert refused.returncode == 2 and "different dataset content" in refused.stderr
+    bad = launch("regress", "base", "nowhere", "--runs-dir", str(runs))
+    assert bad.returncode == 2 and "no run 'nowhere'" in bad.stderr

@@ -1,0 +1,111 @@
+"""`launch report`: one self-contained page from real runs (InvBench reference arms on two
+sample programs; two selftest runs, the second with errors injected), checked as text and in
+a real headless Chromium: no console error, every table present, every declared plot drawn,
+a full-page screenshot taken (kept under $VERIBATCH_ARTIFACTS when set)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from browser import Browser, chromium_binary
+
+from aggregate.history import append_night, night_rows
+from aggregate.render import load_tables
+
+pytestmark = pytest.mark.slow  # one InvBench run and two selftest runs, shared by the module
+
+
+def launch(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "launch", *args], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("report")
+    runs = tmp / "runs"
+    for name, args in (("inv", ["invbench", "--limit", "2", "-o", "budget_s=60"]),
+                       ("sel_a", ["selftest"]), ("sel_b", ["selftest", "-o", "fail=1,4"])):
+        r = launch(*args, "--runs-dir", str(runs), "--run-name", name, "-q")
+        assert r.returncode == 0, r.stdout + r.stderr
+    # a history of three nights of the InvBench run (the nightly appends exactly these rows)
+    hist = tmp / "hist"
+    manifest = json.loads((runs / "inv" / "manifest.json").read_text())
+    for night in ("2026-04-01", "2026-04-02", "2026-04-03"):
+        append_night(hist / "history.parquet", night_rows(
+            suite="embedded", night=night, entry="invbench-reference", manifest=manifest,
+            tables=load_tables(runs / "inv"), reference_night="", regress_exit=-1, regressions=0))
+    out = {"inv": tmp / "inv.html", "sel": tmp / "sel.html"}
+    r = launch("report", "inv", "--runs-dir", str(runs), "--history", str(hist), "--out", str(out["inv"]))
+    assert r.returncode == 0, r.stderr
+    r = launch("report", "sel_a", "sel_b", "--runs-dir", str(runs), "--out", str(out["sel"]))
+    assert r.returncode == 0, r.stderr
+    out["runs"] = runs
+    return out
+
+
+def _keys(run: Path) -> list[str]:
+    return [t.key for t in load_tables(run)]
+
+
+def test_page_is_self_contained_with_every_table_and_plot(pages: dict[str, Path]) -> None:
+    inv = pages["inv"].read_text()
+    assert "<script" not in inv and not re.search(r"(src|href)=\"(https?:)?//", inv)
+    keys = _keys(pages["runs"] / "inv")
+    assert {"table2_invbench_sample", "solved_baseline_vs_arm_sample", "table4_verifiers_sample", "speedup_distribution_sample",
+            "solved_vs_budget_sample", "summary_invbench"} <= set(keys)
+    assert re.findall(r'data-table="([^"]+)"', inv) == keys
+    # the two declared InvBench plots, with axis titles and units (matplotlib keeps the text of
+    # each label as a comment beside its glyph paths), then the trend figures
+    assert "<!-- speedup = baseline time / (generation + decision time) -->" in inv
+    assert "<!-- time budget (s) -->" in inv and "<!-- instances solved -->" in inv
+    assert "Trends over nights" in inv and "<!-- night -->" in inv
+    figures = inv.count('<svg class="figure"')
+    assert figures > 2
+    for field in ("code_version", "dataset_hash", "cluster_profile", "image_digest", "model_revision",
+                  "verifier_version"):
+        assert f"<td>{field}</td>" in inv
+    sel = pages["sel"].read_text()
+    assert "Regress summary" in sel and "New errors / crashes: 2" in sel
+    assert "selftest/smoke/00004" in sel and re.findall(r'data-table="([^"]+)"', sel) == \
+        _keys(pages["runs"] / "sel_a") + _keys(pages["runs"] / "sel_b")
+
+
+def _browser_or_skip(tmp_path: Path) -> Browser:
+    if chromium_binary() is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium not installed (CI=true: .ci/run installs it)")
+        pytest.skip("chromium not installed (apt-get install chromium)")
+    return Browser(tmp_path / "profile")
+
+
+def test_report_in_headless_chromium(pages: dict[str, Path], tmp_path: Path) -> None:
+    query = ("JSON.stringify({tables: [...document.querySelectorAll('table.data')].map(t => t.dataset.table),"
+             " figures: [...document.querySelectorAll('svg.figure')].filter(s => s.getBBox().width > 100).length,"
+             " title: document.title})")
+    artifacts = Path(os.environ.get("VERIBATCH_ARTIFACTS", tmp_path))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    with _browser_or_skip(tmp_path) as browser:
+        # the check can fail: a page that logs an error is caught
+        bad = tmp_path / "bad.html"
+        bad.write_text("<!doctype html><title>x</title><script>console.error('boom')</script>")
+        assert any("boom" in e for e in browser.load(bad.as_uri()).errors)
+        for name, run_keys in (("inv", _keys(pages["runs"] / "inv")),
+                               ("sel", _keys(pages["runs"] / "sel_a") + _keys(pages["runs"] / "sel_b"))):
+            res = browser.load(pages[name].as_uri(), query)
+            assert res.errors == [], res.errors
+            seen = json.loads(res.value)
+            assert seen["tables"] == run_keys
+            assert seen["figures"] == pages[name].read_text().count('<svg class="figure"')
+            assert res.screenshot.startswith(b"\x89PNG\r\n\x1a\n") and len(res.screenshot) > 20_000
+            shot = artifacts / f"report-{name}.png"
+            shot.write_bytes(res.screenshot)
+            shutil.copy(pages[name], artifacts / f"report-{name}.html")
+            print(f"screenshot: {shot}")

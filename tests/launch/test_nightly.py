@@ -1,0 +1,145 @@
+"""`launch nightly`: idempotent nights, a failed night resumed and never a reference, history
+appended once per night — with the local executor and the selftest task (seconds); and the
+shipped suite's real two-night sequences on the SLURM cluster (no change → exit 0; a verifier
+budget that makes instances time out → exit 1 with the instance list)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from .conftest import launch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _suite(path: Path, history: Path, runs: list[dict], executor: str = "local") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"executor": executor, "history": str(history), "runs": runs}))
+    return path
+
+
+def _night(history: Path, night: str) -> dict:
+    return json.loads((history / "nights" / night / "night.json").read_text())
+
+
+def test_suite_files_are_checked(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("runs: [{name: a, task: selftest, optoins: {}}]\n")
+    r = launch("nightly", str(bad), "--history", str(tmp_path / "h"))
+    assert r.returncode == 2 and "unknown key(s) 'optoins'" in r.stderr
+    r = launch("nightly", "no-such-suite", "--history", str(tmp_path / "h"))
+    assert r.returncode == 2 and "unknown suite 'no-such-suite'" in r.stderr and "nightly/" in r.stderr
+    # the shipped suite: embedded defaults only (reference arms, no model), CI's SLURM profile
+    shipped = yaml.safe_load((REPO / "nightly" / "embedded.yaml").read_text())
+    assert [(r["task"], r.get("model")) for r in shipped["runs"]] == [("invbench", None)]
+    assert (shipped["executor"], shipped["profile"]) == ("slurm", "local-test")
+
+
+@pytest.mark.slow  # seven `launch nightly` processes
+def test_nights_idempotent_failed_night_resumed_never_a_reference(tmp_path: Path) -> None:
+    hist = tmp_path / "hist"
+    suite = _suite(tmp_path / "s" / "smoke.yaml", hist,
+                   [{"name": "self", "task": "selftest", "shards": 2, "options": {"iterations": 50}}])
+    r = launch("nightly", str(suite), "--night", "2026-01-01")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "no earlier good night" in r.stdout
+    first = _night(hist, "2026-01-01")["entries"]["self"]
+    assert first["status"] == "complete" and first["submitted"] == 4
+    rows = pd.read_parquet(hist / "history.parquet")
+    # again the same night: nothing is run, the history keeps one copy of the night
+    r = launch("nightly", str(suite), "--night", "2026-01-01")
+    assert r.returncode == 0 and _night(hist, "2026-01-01")["entries"]["self"]["submitted"] == 0
+    again = pd.read_parquet(hist / "history.parquet")
+    assert len(again) == len(rows) and set(again["night"]) == {"2026-01-01"}
+    assert {"agree", "regressions"} <= set(again["metric"])
+
+    # night 2 completes, then loses a shard (error.json, no DONE): a failed night
+    assert launch("nightly", str(suite), "--night", "2026-01-02").returncode == 0
+    shard = hist / "nights" / "2026-01-02" / "self" / "shards" / "work" / "1"
+    (shard / "DONE").unlink()
+    (shard / "error.json").write_text(json.dumps({"type": "RuntimeError", "message": "node lost"}))
+    # night 3 compares with night 1, not with the incomplete night 2
+    r = launch("nightly", str(suite), "--night", "2026-01-03")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _night(hist, "2026-01-03")["entries"]["self"]["reference_night"] == "2026-01-01"
+    # night 2 again: resumed (only the lost shard and the shard built on it), not re-run
+    r = launch("nightly", str(suite), "--night", "2026-01-02")
+    assert r.returncode == 0, r.stdout + r.stderr
+    n2 = _night(hist, "2026-01-02")["entries"]["self"]
+    assert n2["status"] == "complete" and n2["submitted"] == 2
+    stats = json.loads((shard / "stats.json").read_text())
+    assert stats["resumed_from_ledger"] == 6  # its ledger survived; no instance redone
+    assert (hist / "nights" / "2026-01-02" / "report.html").is_file()
+    hist_rows = pd.read_parquet(hist / "history.parquet")
+    assert sorted(set(hist_rows["night"])) == ["2026-01-01", "2026-01-02", "2026-01-03"]
+
+
+@pytest.mark.slow
+def test_a_night_with_failing_shards_exits_5_and_is_never_a_reference(tmp_path: Path) -> None:
+    hist = tmp_path / "hist"
+    good = _suite(tmp_path / "a" / "crashy.yaml", hist, [{"name": "self", "task": "selftest"}])
+    bad = _suite(tmp_path / "b" / "crashy.yaml", hist,
+                 [{"name": "self", "task": "selftest", "options": {"crash": "3"}}])
+    assert launch("nightly", str(good), "--night", "2026-02-01").returncode == 0
+    r = launch("nightly", str(bad), "--night", "2026-02-02")
+    assert r.returncode == 5 and "self: failed" in r.stdout, r.stdout + r.stderr
+    r = launch("nightly", str(good), "--night", "2026-02-03")
+    assert r.returncode == 0 and _night(hist, "2026-02-03")["entries"]["self"]["reference_night"] == "2026-02-01"
+
+
+def _shipped_with(tmp_path: Path, budget_s: float) -> Path:
+    """The shipped suite, unchanged except the InvBench budget (the file keeps its name, so the
+    history's suite and entry names stay the same)."""
+    data = yaml.safe_load((REPO / "nightly" / "embedded.yaml").read_text())
+    data["runs"][0]["options"]["budget_s"] = budget_s
+    path = tmp_path / f"budget{budget_s:g}" / "embedded.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _submissions(hist: Path, night: str) -> int:
+    jobs = hist / "nights" / night / "invbench-reference" / "jobs.json"
+    return len(json.loads(jobs.read_text())["submissions"])
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_shipped_suite_two_night_sequences_on_slurm(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
+    hist = tmp_path / "hist"
+    args = ["--history", str(hist), "--wait", "--poll", "2", "--wait-timeout", "900"]
+    # night A: the shipped suite as is, on the cluster (profile local-test from the suite)
+    r = launch("nightly", "embedded", "--night", "2026-03-01", *args, timeout=1200)
+    assert r.returncode == 0, r.stdout + r.stderr
+    subs = _submissions(hist, "2026-03-01")
+    # cron fires again the same night: nothing new is submitted
+    r = launch("nightly", "embedded", "--night", "2026-03-01", "--history", str(hist), timeout=600)
+    assert r.returncode == 0 and _submissions(hist, "2026-03-01") == subs, r.stdout + r.stderr
+    # night B, nothing changed: no regression
+    r = launch("nightly", "embedded", "--night", "2026-03-02", *args, timeout=1200)
+    print(r.stdout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "against night 2026-03-01: no regression" in r.stdout
+    # night C: a verifier budget of 1 s (injected on purpose) makes the slower programs time out
+    r = launch("nightly", str(_shipped_with(tmp_path, 1.0)), "--night", "2026-03-03", *args, timeout=1200)
+    print(r.stdout)
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = json.loads((hist / "nights" / "2026-03-03" / "regress" / "invbench-reference.json").read_text())
+    lost = {c["instance_id"] for c in report["records"] if c["stage"] == "baseline" and c["kind"] == "lost"}
+    # counter_cond (≈2.4 s with the warm verifier) cannot finish in 1 s; the quicker programs
+    # (bounded_wrong ≈1 s) may or may not, depending on the machine's load
+    assert "invbench/sample/counter_cond.c" in lost
+    assert {"field": "options.budget_s", "base": "600.0", "current": "1.0"} in report["config_diff"]
+    assert "invbench/sample/counter_cond.c" in r.stdout
+    night = _night(hist, "2026-03-03")
+    assert night["exit_code"] == 1 and night["entries"]["invbench-reference"]["reference_night"] == "2026-03-02"
+    assert json.loads((hist / "nights" / "2026-03-03" / "invbench-reference" / "jobs.json").read_text())[
+        "last_launch"]["profile"] == "local-test"
+    h = pd.read_parquet(hist / "history.parquet")
+    assert sorted(set(h["night"])) == ["2026-03-01", "2026-03-02", "2026-03-03"]
+    assert (hist / "nights" / "2026-03-03" / "report.html").is_file()

@@ -1,0 +1,179 @@
+"""Per-query cgroups (v2) where this process may create them: the kernel's own process tracking.
+
+A cgroup is the one container a process cannot leave by forking, double-forking or
+calling ``setsid``; ``cgroup.kill`` (Linux 5.14) SIGKILLs every member at once.  We
+use them only where they are ours to use, and never require them:
+
+- the cgroup2 hierarchy is found in ``/proc/self/mountinfo`` (a hybrid v1/v2 host
+  such as a Debian 12 node with cgroups v1 still mounts it at
+  ``/sys/fs/cgroup/unified``);
+- our own cgroup is the ``0::PATH`` line of ``/proc/self/cgroup``; it is usable
+  when we can create a child directory there — root, or a user whose cgroup was
+  delegated (``systemd-run --user --scope -p Delegate=yes``, a delegating batch
+  system);
+- no controller is enabled by us (that would force the "no internal processes"
+  rule on the caller's own cgroup): kill and membership work without one.  A
+  memory limit (``memory.max``) and a process cap (``pids.max``) are set only when
+  the parent already hands those controllers down; otherwise memory stays with
+  the runner's polling, and the result says which one enforced it.
+
+``VERIBATCH_CGROUP=off`` disables all of it (the runner then relies on the child
+subreaper alone, see `verifiers.forkserver`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+import psutil
+
+ENV = "VERIBATCH_CGROUP"
+PREFIX = "veribatch-"
+
+
+def _cgroup2_mount() -> Path | None:
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        left, sep, right = line.partition(" - ")
+        if sep and right.split()[0] == "cgroup2":
+            return Path(left.split()[4])
+    return None
+
+
+def own_cgroup() -> Path | None:
+    """The directory of this process's cgroup in the v2 hierarchy (None when there is none)."""
+    mount = _cgroup2_mount()
+    if mount is None:
+        return None
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            if line.startswith("0::"):
+                d = mount / line[3:].strip().lstrip("/")
+                return d if d.is_dir() else None
+    except OSError:
+        return None
+    return None
+
+
+def kill(cg: Path, timeout_s: float = 5.0) -> bool:
+    """SIGKILL every process in `cg` and its children; True once the cgroup is empty."""
+    with contextlib.suppress(OSError):
+        (cg / "cgroup.kill").write_text("1")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not populated(cg):
+            return True
+        time.sleep(0.002)
+    return not populated(cg)
+
+
+def populated(cg: Path) -> bool:
+    try:
+        for line in (cg / "cgroup.events").read_text().splitlines():
+            if line.startswith("populated "):
+                return line.split()[1] != "0"
+    except OSError:
+        return False
+    return False
+
+
+def remove(cg: Path) -> None:
+    """Remove `cg` and its sub-cgroups (deepest first); members are killed first."""
+    if not cg.is_dir():
+        return
+    for sub in sorted((p for p in cg.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        kill(sub, 1.0)
+        with contextlib.suppress(OSError):
+            sub.rmdir()
+    kill(cg, 1.0)
+    with contextlib.suppress(OSError):
+        cg.rmdir()
+
+
+def oom_killed(cg: Path) -> bool:
+    try:
+        for line in (cg / "memory.events").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return line.split()[1] != "0"
+    except OSError:
+        pass
+    return False
+
+
+def make_base() -> Path | None:
+    """A cgroup of our own for the queries of this process, or None where we may not have one.
+
+    Stale ``veribatch-PID`` siblings whose owner is dead (a forkserver SIGKILLed together
+    with everything else) are emptied and removed on the way: nothing they held survives.
+    """
+    if os.environ.get(ENV, "").lower() in ("off", "0", "no", "false"):
+        return None
+    own = own_cgroup()
+    if own is None:
+        return None
+    base = own / f"{PREFIX}{os.getpid()}"
+    try:
+        base.mkdir()
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    if not (base / "cgroup.kill").exists():  # kernel < 5.14: no atomic kill, not worth it
+        with contextlib.suppress(OSError):
+            base.rmdir()
+        return None
+    with contextlib.suppress(OSError):
+        for stale in own.iterdir():
+            name = stale.name
+            owner = name[len(PREFIX):]
+            if stale.is_dir() and name.startswith(PREFIX) and owner.isdigit() \
+                    and not psutil.pid_exists(int(owner)):
+                remove(stale)
+    return base
+
+
+def make_query(base: Path, name: str) -> Path | None:
+    """A cgroup for one query below `base`; None when it cannot be made."""
+    cg = base / name
+    try:
+        cg.mkdir()
+    except FileExistsError:
+        remove(cg)  # a leftover of a dead process whose pid we now have
+        try:
+            cg.mkdir()
+        except OSError:
+            return None
+    except OSError:
+        return None
+    return cg
+
+
+def limit(cg: Path, memory_mb: int | None, max_processes: int | None) -> bool:
+    """Set the limits the controllers handed down allow; True when memory is enforced here."""
+    memory = False
+    if memory_mb is not None and (cg / "memory.max").exists():
+        try:
+            (cg / "memory.max").write_text(str(memory_mb * 2**20))
+            with contextlib.suppress(OSError):
+                (cg / "memory.swap.max").write_text("0")
+            with contextlib.suppress(OSError):
+                (cg / "memory.oom.group").write_text("1")
+            memory = True
+        except OSError:
+            memory = False
+    if max_processes is not None and (cg / "pids.max").exists():
+        with contextlib.suppress(OSError):
+            (cg / "pids.max").write_text(str(max_processes))
+    return memory
+
+
+def enter(cg: Path) -> None:
+    """Move the calling process into `cg` (raises OSError when not allowed)."""
+    with open(cg / "cgroup.procs", "w") as f:
+        f.write("0")
