@@ -33,6 +33,7 @@ class CEBenchTask(Task):
     name = "cebench"
     default_dataset = "sample"
     strategies = ("zero-shot", "one-shot", "cot")
+    verifiers = ("z3", "uautomizer")
 
     def datasets(self) -> dict[str, str]:
         return dict(data.DESCRIPTIONS)

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -139,18 +140,14 @@ def test_evaluation_reference_rows_and_run_identity(sample_build: tuple[Path, st
 
 
 @pytest.fixture(scope="module")
-def tiny_cebench_model(sample_build: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_cebench_model(sample_build: tuple[Path, str], train_tiny_model: Callable[..., Path]) -> Path:
     """A tiny Qwen2 trained on two zero-shot prompts of the sample (answers GENUINE and a
     SPURIOUS answer line); on the other prompts it says whatever it says."""
-    from inference.tiny_model import MANIFEST, build_tiny_qwen2
-
     rows = [r for r in ds.read_rows(sample_build[0] / "dataset") if r["label"] != "UNKNOWN"]
     pairs = []
     for r, answer in ((rows[0], "GENUINE"), (rows[-1], "The state cannot be reached.\nAnswer: SPURIOUS")):
         pairs.append((user_prompt("zero-shot", r["prompt_program"], json.loads(r["state_json"])), answer))
-    model = build_tiny_qwen2(tmp_path_factory.mktemp("tiny") / "model", pairs, max_train_s=120.0)
-    assert json.loads((model / MANIFEST).read_text())["all_pairs_learned"]
-    return model
+    return train_tiny_model(pairs, max_train_s=120.0)
 
 
 def test_tiny_model_evaluation_records_every_parsing_outcome(sample_build: tuple[Path, str],

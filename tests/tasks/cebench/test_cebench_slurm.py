@@ -63,7 +63,7 @@ def _running_label_pid(rd: Path, shard: int) -> int | None:
     return None
 
 
-def test_build_on_slurm_killed_shard_resumed_equals_local(slurm_env: None, tmp_path: Path) -> None:
+def test_build_on_slurm_killed_shard_resumed_equals_local(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
     common = ["cebench", "build", "--source", "sample", "--shards", "4"]
     r = _launch(*common, "--executor", "slurm", "--profile", "local-test", "--runs-dir", str(tmp_path / "slurm"))
     assert r.returncode == 0, r.stdout + r.stderr
