@@ -152,7 +152,9 @@ def _python_preprocess(text: str, filename: str) -> str:
             continue
         out.append(line)
     joined = "\n".join(out)
-    macros["__attribute__"] = ""
+    # Mark the attribute keywords, so that only *their* `((...))` argument lists are removed
+    # below: a doubly parenthesised expression such as `((x >= 0)) && y` is kept.
+    macros["__attribute__"] = macros["__attribute"] = _ATTRIBUTE_MARK
     for _ in range(4):  # nested object-like macros
         joined = re.sub(
             r"\b[A-Za-z_]\w*\b", lambda mm: macros.get(mm.group(0), mm.group(0)), joined
@@ -161,9 +163,13 @@ def _python_preprocess(text: str, filename: str) -> str:
     return f'#line 1 "{filename}"\n' + joined
 
 
+_ATTRIBUTE_MARK = "__vb_attribute__"
+
+
 def _strip_attributes(text: str) -> str:
-    """Remove leftover `((...))` attribute argument lists of a removed `__attribute__`."""
-    return re.sub(r"(?<![\w)\]])\s*\(\((?:[^()]|\([^()]*\))*\)\)", " ", text)
+    """Remove the `((...))` argument lists of removed `__attribute__`s (marked), then the marks."""
+    text = re.sub(re.escape(_ATTRIBUTE_MARK) + r"\s*\(\((?:[^()]|\([^()]*\))*\)\)", " ", text)
+    return text.replace(_ATTRIBUTE_MARK, " ")
 
 
 def preprocess(text: str, *, filename: str = "<program>", use_cpp: bool | None = None) -> str:

@@ -89,16 +89,19 @@ def check_candidate(
     timeout_ms: int = 1000,
     *,
     data_model: str = "ILP32",
+    rlimit: int = 0,
 ) -> CandidateCheck:
     """Check ψ = `expr` at loop `loop_label` of program `text` (see module docstring).
 
     Raises `CandidateError` when ψ is not a side-effect-free C expression over the
     variables visible at the loop head, and `CParseError`/`Unsupported` when the
     program itself is outside the verifier's subset.  Thread-safe (Z3 is used
-    under `engines.Z3_LOCK`).
+    under `engines.Z3_LOCK`).  `rlimit` (Z3 resource units per query, 0: none) bounds
+    each query by work done instead of by time, so that a result does not depend on
+    the machine's load (CE-Bench's reproducible builds).
     """
     with engines.Z3_LOCK:
-        return _check_candidate(text, loop_label, expr, timeout_ms, data_model)
+        return _check_candidate(text, loop_label, expr, timeout_ms, data_model, rlimit)
 
 
 def _check_candidate(
@@ -107,6 +110,7 @@ def _check_candidate(
     expr: str,
     timeout_ms: int,
     data_model: str,
+    rlimit: int = 0,
 ) -> CandidateCheck:
     t0 = time.perf_counter()
     ast, enc = engines.program(text, data_model)
@@ -123,6 +127,8 @@ def _check_candidate(
             continue
         s = z3.Solver()
         s.set("timeout", max(1, timeout_ms))
+        if rlimit:
+            s.set("rlimit", rlimit)
         for app in c.body:
             n = app.decl().name()
             if n in names:
@@ -203,20 +209,22 @@ def omt_boundaries(
     timeout_ms: int = 2000,
     type_ranges: bool = True,
     data_model: str = "ILP32",
+    rlimit: int = 0,
 ) -> Bounds:
     """Max and min of every variable visible at loop `loop_label`'s head subject to `formula`.
 
     `formula` is a C expression over those variables (CE-Bench: I ∧ ¬P, or I ∧ P ∧ B).
     With `type_ranges` each variable is confined to its C type's range, which is
     what a concrete program state can hold.  A direction without optimum (or
-    where the solver gave up) is None.
+    where the solver gave up) is None.  `rlimit` as in `check_candidate`.
     """
     with engines.Z3_LOCK:
-        return _omt(text, loop_label, formula, timeout_ms, type_ranges, data_model)
+        return _omt(text, loop_label, formula, timeout_ms, type_ranges, data_model, rlimit)
 
 
 def _omt(
-    text: str, loop_label: int, formula: str, timeout_ms: int, type_ranges: bool, data_model: str
+    text: str, loop_label: int, formula: str, timeout_ms: int, type_ranges: bool, data_model: str,
+    rlimit: int = 0,
 ) -> Bounds:
     ast, enc = engines.program(text, data_model)
     pred = _loop_preds(enc, loop_label)[0]
@@ -233,6 +241,8 @@ def _omt(
         for direction in ("max", "min"):
             opt = z3.Optimize()
             opt.set("timeout", max(1, timeout_ms))
+            if rlimit:
+                opt.set("rlimit", rlimit)
             opt.add(phi)
             if type_ranges:
                 for j, v in enumerate(pred.sig):

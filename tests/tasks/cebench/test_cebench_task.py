@@ -1,0 +1,66 @@
+"""Planning CE-Bench runs: build vs evaluate, what is refused (and how it is said), the
+stages' regress declarations, the CLI's subcommands."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launch.api import plan_run
+from launch.plan import PlanError
+from tasks.base import DatasetError, UnknownNameError
+from verifiers import cfront
+
+
+def test_the_default_plans_a_build_of_the_sample() -> None:
+    plan = plan_run("cebench")
+    assert plan.config.dataset == "sample" and plan.config.options["mode"] == "build"
+    assert [s.name for s in plan.stages] == ["collect", "label"] and len(plan.instances) == 7
+    collect, label = plan.stages
+    assert (label.needs, label.verdict_column, label.time_column, label.time_limit_column) == \
+        (("collect",), "label", "verifier_time_s", "budget_s")
+    assert label.record_key == ("kind", "ce_id") and collect.verdict_column == "status"
+    assert plan.config.verifier == "z3" and plan.config.verifier_version.startswith("veribatch-z3c/")
+    assert plan.config.versions["collection"].startswith("cebench-collect-v2/")
+    assert plan.config.options["budget_s"] == 100.0
+    # a changed budget or rlimit is a different build
+    assert plan_run("cebench", options=["budget_s=10"]).run_id != plan.run_id
+    assert plan_run("cebench", options=["solver_rlimit=1000"]).run_id != plan.run_id
+
+
+def test_what_is_refused(lam4inv_root: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="build it first"):
+        plan_run("cebench", model="hf:/nowhere")
+    with pytest.raises(ValueError, match="evaluation runs"):
+        plan_run("cebench", strategy="cot")
+    with pytest.raises(PlanError, match="unknown strategy 'few-shot'.*zero-shot, one-shot, cot"):
+        plan_run("cebench", strategy="few-shot")
+    with pytest.raises(UnknownNameError, match="unknown dataset 'lam5inv'"):
+        plan_run("cebench", dataset="lam5inv")
+    with pytest.raises(DatasetError, match="not a LaM4Inv folder"):
+        plan_run("cebench", dataset=str(tmp_path))
+    with pytest.raises(DatasetError, match="no such folder"):
+        plan_run("cebench", dataset=str(tmp_path / "missing"))
+    plan = plan_run("cebench", dataset=f"lam4inv:{lam4inv_root}", limit=3, shards=3)
+    assert [i.id for i in plan.instances] == ["cebench/lam4inv/1.c", "cebench/lam4inv/2.c", "cebench/lam4inv/3.c"]
+
+
+def test_doubly_parenthesised_expressions_parse() -> None:
+    # LaM4Inv's invariants are full of them; the cpp-less preprocessor once cut them out
+    # as if they were __attribute__((...)) argument lists.
+    assert cfront.to_source(cfront.parse_expression("((y >= 0)) && ((x >= y))")) == "(y >= 0) && (x >= y)"
+    ast = cfront.parse("extern void f(void) __attribute__((__nothrow__)); int main() { return ((1)); }",
+                       use_cpp=False)
+    assert "__attribute__" not in cfront.to_source(ast) and "return 1;" in cfront.to_source(ast)
+
+
+def test_cli_has_the_subcommands() -> None:
+    out = subprocess.run([sys.executable, "-m", "launch", "cebench", "--help"], capture_output=True, text=True,
+                         timeout=120, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin",
+                                           "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
+    assert out.returncode == 0, out.stderr
+    for cmd in ("build", "card", "compare"):
+        assert cmd in out.stdout
