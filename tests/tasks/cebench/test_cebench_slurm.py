@@ -36,6 +36,8 @@ def _records(rd: Path, stage: str) -> pd.DataFrame:
     frames = [pd.read_parquet(p) for p in sorted((rd / "shards" / stage).glob("*/records.parquet"))]
     df = pd.concat(frames, ignore_index=True)
     df = df.drop(columns=[c for c in df.columns if c in VOLATILE])
+    if "evidence" in df:  # the kind of evidence must agree, not which proof won the race
+        df["evidence"] = df["evidence"].str.split(":").str[0]
     return df.sort_values(["instance_id", "kind", "ce_id"]).reset_index(drop=True)
 
 

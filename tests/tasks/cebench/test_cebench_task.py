@@ -33,7 +33,7 @@ def test_the_default_plans_a_build_of_the_sample() -> None:
 
 def test_what_is_refused(lam4inv_root: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="build it first"):
-        plan_run("cebench", model="hf:/nowhere")
+        plan_run("cebench", model=f"hf:{tmp_path}")  # a model folder exists; the dataset is a source
     with pytest.raises(ValueError, match="evaluation runs"):
         plan_run("cebench", strategy="cot")
     with pytest.raises(PlanError, match="unknown strategy 'few-shot'.*zero-shot, one-shot, cot"):
