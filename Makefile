@@ -10,7 +10,7 @@ EXTRAS ?= test,hf,ray,limits
 
 $(BIN)/launch: pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip "setuptools>=68"  # also builds the wheel in tests/test_packaging.py
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	touch $(BIN)/launch
