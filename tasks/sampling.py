@@ -9,12 +9,19 @@ Best-of-N and pass@k settings) — so a changed default can never reuse an old r
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tasks.base import RunConfig
 
 if TYPE_CHECKING:  # inference is imported only by the stages that generate
     from inference.types import Sampling
+
+
+def model_run_sampling(max_tokens: int) -> dict[str, Any]:
+    """A model run's sampling when the user gives none (`Task.default_sampling`): the task's
+    token budget and seed 0, written into the config so the run id and manifest say what
+    was used."""
+    return {"max_tokens": max_tokens, "seed": 0}
 
 
 def resolve_samples(config: RunConfig) -> RunConfig:

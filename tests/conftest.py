@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import os
 import re
 import subprocess
-from collections.abc import Callable, Sequence
+import tarfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -95,3 +100,35 @@ def train_tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., 
         return path
 
     return train
+
+
+@dataclass
+class ArchiveServer:
+    """A local HTTP server in the place of codeload.github.com, for the pinned-download tests:
+    `url` is a task's archive URL template, `publish` serves a repository folder as one
+    commit's archive (GitHub's layout: one top folder)."""
+
+    root: Path
+    url: str
+
+    def archive(self, revision: str) -> Path:
+        return self.root / f"{revision}.tar.gz"
+
+    def publish(self, repo: Path, revision: str) -> None:
+        with tarfile.open(self.archive(revision), "w:gz") as tar:
+            tar.add(repo, arcname=repo.name)
+
+
+@pytest.fixture
+def archive_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ArchiveServer]:
+    """The server, with an empty download cache (`$VERIBATCH_CACHE` = tmp_path/cache)."""
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    monkeypatch.setenv("VERIBATCH_CACHE", str(tmp_path / "cache"))
+    try:
+        yield ArchiveServer(root, f"http://127.0.0.1:{httpd.server_address[1]}/{{revision}}.tar.gz")
+    finally:
+        httpd.shutdown()

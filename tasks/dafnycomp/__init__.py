@@ -16,7 +16,7 @@ from typing import Any
 
 from tasks.base import Instance, RunConfig, Stage, Task, register
 from tasks.dafnycomp import data
-from tasks.sampling import resolve_samples
+from tasks.sampling import model_run_sampling, resolve_samples
 
 
 def _resolve(dataset: str) -> tuple[str, Path | None]:
@@ -63,7 +63,7 @@ class DafnyCompTask(Task):
             return {}
         from tasks.dafnycomp.stages import MAX_TOKENS
 
-        return {"max_tokens": MAX_TOKENS, "seed": 0}
+        return model_run_sampling(MAX_TOKENS)
 
     def resolve_config(self, config: RunConfig) -> RunConfig:
         """The verifier is Dafny (its version, or why it cannot run, goes into the config, so

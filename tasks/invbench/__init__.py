@@ -15,7 +15,7 @@ from typing import Any
 
 from tasks.base import DatasetError, Instance, RunConfig, Stage, Task, register
 from tasks.invbench import data
-from tasks.sampling import resolve_samples
+from tasks.sampling import model_run_sampling, resolve_samples
 
 SPLIT_FOLDERS = {"Easy": "easy", "Hard": "hard", "Programs": "training"}
 
@@ -86,7 +86,7 @@ class InvBenchTask(Task):
             return {}
         from tasks.invbench.stages import MAX_TOKENS
 
-        return {"max_tokens": MAX_TOKENS, "seed": 0}
+        return model_run_sampling(MAX_TOKENS)
 
     def resolve_config(self, config: RunConfig) -> RunConfig:
         """Record the verifier's own version and the effective temperature in the config, so a

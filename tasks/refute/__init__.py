@@ -15,7 +15,7 @@ from typing import Any
 
 from tasks.base import Instance, RunConfig, Stage, Task, register
 from tasks.refute import data
-from tasks.sampling import resolve_samples
+from tasks.sampling import model_run_sampling, resolve_samples
 
 STRATEGIES = ("zero-shot", "few-shot", "oracle", "agentic", "randsearch", "randsearch-oracle")
 
@@ -71,7 +71,7 @@ class RefuteTask(Task):
             return {}
         from tasks.refute.stages import MAX_TOKENS
 
-        return {"max_tokens": MAX_TOKENS, "seed": 0}
+        return model_run_sampling(MAX_TOKENS)
 
     def resolve_config(self, config: RunConfig) -> RunConfig:
         """Dataset limits, effective temperature, the judge's version; refuses (exit 2) where

@@ -4,13 +4,7 @@ sha256, the unpinned programs reported); plus the prompt and answer extraction."
 
 from __future__ import annotations
 
-import functools
-import http.server
-import io
 import shutil
-import tarfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +14,7 @@ from tasks.dafnycomp import data, upstream
 from tasks.dafnycomp.answer import extract_program
 from tasks.dafnycomp.prompt import template_hash, user_prompt
 from tasks.dafnycomp.strip import strip
+from tests.conftest import ArchiveServer
 
 
 def test_sample_and_shared_folder(shared_data: Path) -> None:
@@ -63,48 +58,32 @@ def _repo(shared_data: Path, dst: Path, extra: int) -> Path:
 
 
 @pytest.fixture
-def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    root = tmp_path / "www"
-    root.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    monkeypatch.setattr(upstream, "ARCHIVE_URL", f"http://127.0.0.1:{httpd.server_address[1]}/{{revision}}.tar.gz")
-    monkeypatch.setenv("VERIBATCH_CACHE", str(tmp_path / "cache"))
-    try:
-        yield root
-    finally:
-        httpd.shutdown()
+def served(archive_server: ArchiveServer, monkeypatch: pytest.MonkeyPatch) -> ArchiveServer:
+    monkeypatch.setattr(upstream, "ARCHIVE_URL", archive_server.url)
+    return archive_server
 
 
-def _publish(repo: Path, www: Path) -> None:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        tar.add(repo, arcname=repo.name)
-    (www / f"{upstream.pinned()['revision']}.tar.gz").write_bytes(buf.getvalue())
-
-
-def test_fetch_verifies_reports_unpinned_and_caches(shared_data: Path, tmp_path: Path, served: Path,
+def test_fetch_verifies_reports_unpinned_and_caches(shared_data: Path, tmp_path: Path, served: ArchiveServer,
                                                     caplog: pytest.LogCaptureFixture) -> None:
-    _publish(_repo(shared_data, tmp_path / "src", extra=175), served)
+    served.publish(_repo(shared_data, tmp_path / "src", extra=175), upstream.pinned()["revision"])
     chain = upstream.fetch()
     assert len(data.program_files(chain)) == 300
     assert {p.name for p in chain.iterdir() if not p.is_dir()} == {".verified"}  # only Chain_300 kept
     assert "175 of 300 programs have no pinned checksum" in caplog.text
-    (served / f"{upstream.pinned()['revision']}.tar.gz").unlink()
+    served.archive(upstream.pinned()["revision"]).unlink()
     assert upstream.fetch() == chain  # cached: no second download
     assert len(get_task("dafnycomp").load("chain300")) == 300
 
 
-def test_a_changed_or_missing_program_is_rejected(shared_data: Path, tmp_path: Path, served: Path) -> None:
+def test_a_changed_or_missing_program_is_rejected(shared_data: Path, tmp_path: Path, served: ArchiveServer) -> None:
     repo = _repo(shared_data, tmp_path / "src", extra=175)
     victim = sorted((repo / upstream.pinned()["folder"]).glob("*/dafny_code.dfy"))[7]
     victim.write_text(victim.read_text().replace("requires", "requires true &&", 1))
-    _publish(repo, served)
+    served.publish(repo, upstream.pinned()["revision"])
     with pytest.raises(DatasetError, match=victim.parent.name):
         upstream.fetch()
     assert not upstream.cache_dir().exists()
-    _publish(_repo(shared_data, tmp_path / "src2", extra=174), served)
+    served.publish(_repo(shared_data, tmp_path / "src2", extra=174), upstream.pinned()["revision"])
     with pytest.raises(DatasetError, match="299 programs, the pinned revision has 300"):
         upstream.fetch()
 

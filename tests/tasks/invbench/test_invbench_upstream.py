@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
 import shutil
-import tarfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tasks.base import DatasetError
 from tasks.invbench import upstream
+from tests.conftest import ArchiveServer
 
 
 def _repo_copy(shared_data: Path, dst: Path) -> Path:
@@ -26,56 +22,33 @@ def _repo_copy(shared_data: Path, dst: Path) -> Path:
     return repo
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    root = tmp_path / "www"
-    root.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield root, f"http://127.0.0.1:{httpd.server_address[1]}/{{revision}}.tar.gz"
-    finally:
-        httpd.shutdown()
-
-
-def _publish(repo: Path, www: Path) -> None:
-    with tarfile.open(www / f"{upstream.pinned()['revision']}.tar.gz", "w:gz") as tar:
-        tar.add(repo, arcname=repo.name)
-
-
-def test_fetch_verifies_and_caches(shared_data: Path, tmp_path: Path, served, monkeypatch) -> None:
-    www, url = served
+def test_fetch_verifies_and_caches(shared_data: Path, tmp_path: Path, archive_server: ArchiveServer, monkeypatch) -> None:
     repo = _repo_copy(shared_data, tmp_path / "src")
-    _publish(repo, www)
-    monkeypatch.setattr(upstream, "ARCHIVE_URL", url)
-    monkeypatch.setenv("VERIBATCH_CACHE", str(tmp_path / "cache"))
+    archive_server.publish(repo, upstream.pinned()["revision"])
+    monkeypatch.setattr(upstream, "ARCHIVE_URL", archive_server.url)
     got = upstream.fetch()
     assert (got / ".verified").is_file()
     assert len(list((got / "Dataset" / "Evaluation" / "Easy").glob("*.c"))) == 113
-    (www / f"{upstream.pinned()['revision']}.tar.gz").unlink()
+    archive_server.archive(upstream.pinned()["revision"]).unlink()
     assert upstream.fetch() == got  # cached: no second download
 
 
-def test_a_changed_file_is_rejected(shared_data: Path, tmp_path: Path, served, monkeypatch) -> None:
-    www, url = served
+def test_a_changed_file_is_rejected(shared_data: Path, tmp_path: Path, archive_server: ArchiveServer, monkeypatch) -> None:
     repo = _repo_copy(shared_data, tmp_path / "src")
     victim = sorted((repo / "Dataset" / "Evaluation" / "Easy").glob("*.c"))[3]
     victim.write_text(victim.read_text().replace("main", "main ", 1))
-    _publish(repo, www)
-    monkeypatch.setattr(upstream, "ARCHIVE_URL", url)
-    monkeypatch.setenv("VERIBATCH_CACHE", str(tmp_path / "cache"))
+    archive_server.publish(repo, upstream.pinned()["revision"])
+    monkeypatch.setattr(upstream, "ARCHIVE_URL", archive_server.url)
     with pytest.raises(DatasetError, match=victim.name):
         upstream.fetch()
     assert not (upstream.cache_dir() / ".verified").exists()
     assert not upstream.cache_dir().with_name(upstream.cache_dir().name + ".partial").exists()
 
 
-def test_the_recorded_times_are_pinned(shared_data: Path, tmp_path: Path, served, monkeypatch) -> None:
+def test_the_recorded_times_are_pinned(shared_data: Path, tmp_path: Path, archive_server: ArchiveServer, monkeypatch) -> None:
     """timeout_source=reference uses upstream's UAutomizer times: a changed time is refused."""
     import json
 
-    www, url = served
     repo = _repo_copy(shared_data, tmp_path / "src")
     timing = repo / "Dataset" / "Evaluation" / "timing.json"
     rows = json.loads(timing.read_text())
@@ -83,8 +56,7 @@ def test_the_recorded_times_are_pinned(shared_data: Path, tmp_path: Path, served
         upstream.pinned()["timing_rows"]["Dataset/Evaluation/timing.json"]["easy"]
     rows[7]["time"] = rows[7]["time"] * 0.5
     timing.write_text(json.dumps(rows, indent=2))  # reformatted too: only the rows count
-    _publish(repo, www)
-    monkeypatch.setattr(upstream, "ARCHIVE_URL", url)
-    monkeypatch.setenv("VERIBATCH_CACHE", str(tmp_path / "cache"))
+    archive_server.publish(repo, upstream.pinned()["revision"])
+    monkeypatch.setattr(upstream, "ARCHIVE_URL", archive_server.url)
     with pytest.raises(DatasetError, match="easy rows"):
         upstream.fetch()
