@@ -83,14 +83,10 @@ def pin_cmd(
     out: Annotated[Path | None, typer.Option(help="pin file to write (default: the packaged one)")] = None,
 ) -> None:
     """Pin bethgelab/REFUTE to a commit: downloads the train split, records each file's sha256."""
-    from tasks.base import DatasetError
+    from launch.cli import guarded
     from tasks.refute.upstream import pin
 
-    try:
-        pinned = pin(revision, out)
-    except DatasetError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    pinned = guarded(lambda: pin(revision, out))  # a DatasetError: one line, exit 2
     typer.echo(f"pinned {pinned['repo']} @ {pinned['revision']}: " + ", ".join(
         f"{k} ({v[:12]})" for k, v in pinned["files"].items()))
 
