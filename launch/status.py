@@ -166,8 +166,16 @@ def run_state(rd: RunDir, *, live: bool = True, deep: bool = False) -> RunState:
     comp = completion_map(rd.root, manifest, spans, deep=deep)
     jobs_file = load_jobs(rd)
     jobs = latest_jobs(rd, jobs_file)
+    try:
+        agg = read_json(rd.aggregate_status)
+        agg = agg if isinstance(agg, dict) else {}
+    except (OSError, ValueError):
+        agg = {}
+    fp = shards_fingerprint(comp)
+    agg_state = aggregate_state(agg, fp)
+    # ask SLURM only about what is not finished: a complete run costs no squeue/sacct call
     pending_jobs = [j for (st, k), j in jobs.items() if st in comp and not comp[st][k].complete]
-    agg_job = jobs.get(("aggregate", 0))
+    agg_job = jobs.get(("aggregate", 0)) if agg_state != "complete" else None
     if agg_job:
         pending_jobs.append(agg_job)
     states = live_states(pending_jobs) if live and pending_jobs else {}
@@ -183,12 +191,5 @@ def run_state(rd: RunDir, *, live: bool = True, deep: bool = False) -> RunState:
             if c.complete:
                 versions[c.code_version or "unknown"] += 1
         out[stage] = rows
-    try:
-        agg = read_json(rd.aggregate_status)
-        agg = agg if isinstance(agg, dict) else {}
-    except (OSError, ValueError):
-        agg = {}
-    fp = shards_fingerprint(comp)
-    agg_state = aggregate_state(agg, fp)
     return RunState(rd, manifest, out, agg, agg_state, jobs_file.problems, versions, fp,
-                    states.get(agg_job) if agg_job and agg_state != "complete" else None)
+                    states.get(agg_job) if agg_job else None)
