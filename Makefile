@@ -10,7 +10,7 @@ EXTRAS ?= test,hf,ray,limits
 
 $(BIN)/launch: pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip "setuptools>=68"  # also builds the wheel in tests/test_packaging.py
+	$(BIN)/pip install -q --upgrade pip "setuptools>=77"  # also builds the wheel in tests/test_packaging.py
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	touch $(BIN)/launch
@@ -24,7 +24,7 @@ run: setup
 	@# DafnyComp's verify stage needs Dafny 4.10: without it the Dafny-free stages run, the
 	@# install hint is printed and launch exits 2 -- accepted here only when no dafny exists.
 	@rc=0; $(BIN)/launch dafnycomp || rc=$$?; \
-	if [ $$rc -eq 2 ] && ! $(BIN)/python -c "from verifiers.registry import get_verifier; get_verifier('dafny').version" >/dev/null 2>&1; then \
+	if [ $$rc -eq 2 ] && ! $(BIN)/python -c "from veribatch.verifiers.registry import get_verifier; get_verifier('dafny').version" >/dev/null 2>&1; then \
 	  echo "make run: DafnyComp ran without Dafny 4.10 (see the hint above); the other stages are done"; \
 	else exit $$rc; fi
 

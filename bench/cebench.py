@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 import pandas as pd  # noqa: E402
 
-from aggregate.records import load_run  # noqa: E402
+from veribatch.aggregate.records import load_run  # noqa: E402
 
 CATEGORIES = ("Inductive", "UNSAT_Pre", "SAT_Pre")
 
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     runs = list(args.runs)
     if args.build:
-        from launch.api import ExecChoice, launch_run, plan_run
+        from veribatch.launch.api import ExecChoice, launch_run, plan_run
 
         plan = plan_run("cebench", dataset=args.source, options=[f"budget_s={args.budget_s}"],
                         shards=args.shards, limit=args.limit)

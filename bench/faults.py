@@ -64,7 +64,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from launch.ledger import count_records  # noqa: E402
+from veribatch.launch.ledger import count_records  # noqa: E402
 
 LOCAL_KINDS = ("kill9", "full_disk", "hung_verifier", "fork_verifier", "corrupt_parquet",
                "truncate_parquet", "delete_done", "torn_ledger", "changed_upstream",
@@ -189,7 +189,7 @@ class Harness:
 
     # -- launching ---------------------------------------------------------------------
     def cmd(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "launch", *args]
+        return [sys.executable, "-m", "veribatch", *args]
 
     def run_args(self, options: list[str], runs: Path, name: str) -> list[str]:
         args = ["selftest", "--shards", str(SHARDS), "--runs-dir", str(runs), "--run-name", name,
@@ -566,7 +566,7 @@ def inject_in_run(h: Harness, rd: Path, f: Fault, mounts: list[Path]) -> bool:
 
 
 def _locked(d: Path) -> bool:
-    from launch.locks import is_locked
+    from veribatch.launch.locks import is_locked
 
     return is_locked(d / "lock")
 
@@ -574,7 +574,7 @@ def _locked(d: Path) -> bool:
 def records(rd: Path, stage: str) -> pd.DataFrame:
     """The stage's records as the run reports them: every complete shard (one definition of
     complete, aggregate/completion.py), nothing else."""
-    from aggregate.records import load_stage
+    from veribatch.aggregate.records import load_stage
 
     try:
         frame = load_stage(rd, stage).frame

@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from inference import open_engine  # noqa: E402
-from inference.tiny_model import DEFAULT_PAIRS, cached_tiny_qwen2  # noqa: E402
-from inference.types import Completion, Engine, Message, Request, Sampling  # noqa: E402
+from veribatch.inference import open_engine  # noqa: E402
+from veribatch.inference.tiny_model import DEFAULT_PAIRS, cached_tiny_qwen2  # noqa: E402
+from veribatch.inference.types import Completion, Engine, Message, Request, Sampling  # noqa: E402
 
 
 def requests(n: int) -> list[Request]:
@@ -83,7 +83,7 @@ def main() -> int:
                 measure(f"hf ray pool x{replicas}", pool, ray_start + time.perf_counter() - t0)
         ray.shutdown()
 
-    from inference.serve_http import EngineServer
+    from veribatch.inference.serve_http import EngineServer
 
     t0 = time.perf_counter()
     server = EngineServer(direct, served_name="tiny", max_batch=16).start()

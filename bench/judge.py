@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tasks.refute import data  # noqa: E402
-from tasks.refute.problem import program, solutions  # noqa: E402
-from verifiers.judge import (  # noqa: E402
+from veribatch.tasks.refute import data  # noqa: E402
+from veribatch.tasks.refute.problem import program, solutions  # noqa: E402
+from veribatch.verifiers.judge import (  # noqa: E402
     STATS,
     JudgeLimits,
     Program,

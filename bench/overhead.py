@@ -22,14 +22,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from launch.api import ExecChoice, launch_run, plan_run
-from launch.completion import file_sha256, input_hash
-from launch.executors.base import shards_to_run
-from launch.instances import read_spans
-from launch.manifest import create_or_reuse, load_manifest
-from launch.rundir import RunDir, atomic_write_json
-from launch.status import run_state
-from tasks.selftest import compute
+from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.launch.completion import file_sha256, input_hash
+from veribatch.launch.executors.base import shards_to_run
+from veribatch.launch.instances import read_spans
+from veribatch.launch.manifest import create_or_reuse, load_manifest
+from veribatch.launch.rundir import RunDir, atomic_write_json
+from veribatch.launch.status import run_state
+from veribatch.tasks.selftest import compute
 
 DATASETS = {12: "smoke", 100: "small", 1000: "large", 10000: "huge"}
 
@@ -101,7 +101,7 @@ def planning(shards: int) -> dict:
             todo = shards_to_run(run_state(rd, live=False, deep=True))
             resume_s.append(time.perf_counter() - t)
         t = time.perf_counter()
-        cli = subprocess.run([sys.executable, "-m", "launch", "status", str(rd.root), "--json",
+        cli = subprocess.run([sys.executable, "-m", "veribatch", "status", str(rd.root), "--json",
                               "--no-live"], capture_output=True, text=True)
         cli_s = time.perf_counter() - t
         counts = {s: dict(st.counts(s)) for s in st.shards}

@@ -76,11 +76,11 @@ def main() -> int:
         run = synthetic_run(Path(tmp) / "run", REPO)
         rows = [("python -c pass", REPO, [sys.executable, "-c", "pass"])]
         for tree in trees:
-            rows += [(f"launch --help [{tree}]", tree, [sys.executable, "-m", "launch", "--help"]),
+            rows += [(f"launch --help [{tree}]", tree, [sys.executable, "-m", "veribatch", "--help"]),
                      (f"launch status 1000x2 [{tree}]", tree,
-                      [sys.executable, "-m", "launch", "status", str(run), "--no-live"]),
+                      [sys.executable, "-m", "veribatch", "status", str(run), "--no-live"]),
                      (f"launch status --json [{tree}]", tree,
-                      [sys.executable, "-m", "launch", "status", str(run), "--json", "--no-live"])]
+                      [sys.executable, "-m", "veribatch", "status", str(run), "--json", "--no-live"])]
         print(f"{'command':60} {'wall min':>9} {'wall med':>9} {'cpu min':>8} {'cpu med':>8}"
               f" {'imports':>8}  largest top-level imports (ms)")
         for label, tree, argv in rows:

@@ -38,11 +38,11 @@ HERE = Path(__file__).resolve().parents[1]
 REPO = Path(os.environ.get("VERIBATCH_BENCH_REPO") or HERE).resolve()
 sys.path.insert(0, str(REPO))
 
-from verifiers import cfront  # noqa: E402
-from verifiers.base import Query  # noqa: E402
-from verifiers.registry import get_verifier  # noqa: E402
-from verifiers.result import Limits  # noqa: E402
-from verifiers.z3c import api, portfolio  # noqa: E402
+from veribatch.verifiers import cfront  # noqa: E402
+from veribatch.verifiers.base import Query  # noqa: E402
+from veribatch.verifiers.registry import get_verifier  # noqa: E402
+from veribatch.verifiers.result import Limits  # noqa: E402
+from veribatch.verifiers.z3c import api, portfolio  # noqa: E402
 
 DATA = Path(os.environ.get("VERIBATCH_SHARED_DATA") or HERE.parent / "shared" / "data") \
     / "invbench" / "Dataset"

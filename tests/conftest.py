@@ -92,7 +92,7 @@ def train_tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., 
     a slow machine is never mistaken for a broken pipeline."""
 
     def train(pairs: Sequence[tuple[str, str]], *, max_train_s: float) -> Path:
-        from inference.tiny_model import MANIFEST, build_tiny_qwen2
+        from veribatch.inference.tiny_model import MANIFEST, build_tiny_qwen2
 
         path = build_tiny_qwen2(tmp_path_factory.mktemp("tiny-model"), pairs, max_train_s=max_train_s)
         info = json.loads((path / MANIFEST).read_text())

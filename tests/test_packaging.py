@@ -26,7 +26,8 @@ def test_the_wheel_ships_profiles_suites_and_samples(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
-    wanted = [f for f in files if f.startswith(("slurm_profiles/", "nightly/"))
-              or (f.startswith("tasks/") and "/sample/" in f)]
-    assert any(f.startswith("slurm_profiles/") for f in wanted) and any(f.startswith("nightly/") for f in wanted)
+    wanted = [f for f in files if f.startswith(("veribatch/slurm_profiles/", "veribatch/nightly/"))
+              or (f.startswith("veribatch/tasks/") and "/sample/" in f)]
+    assert any(f.startswith("veribatch/slurm_profiles/") for f in wanted)
+    assert any(f.startswith("veribatch/nightly/") for f in wanted)
     assert sorted(set(wanted) - shipped) == []

@@ -13,15 +13,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aggregate.regress import Thresholds, _classify, compare_table, verdict_class
-from aggregate.render import read_sidecar, write_table
-from aggregate.table import Metric, Plot, Table
+from veribatch.aggregate.regress import Thresholds, _classify, compare_table, verdict_class
+from veribatch.aggregate.render import read_sidecar, write_table
+from veribatch.aggregate.table import Metric, Plot, Table
 
 DECL = {"verdict_column": "v", "time_column": "t", "time_limit_column": "lim"}
 
 
 def launch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "launch", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "veribatch", *args], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "COLUMNS": "200"})
 
 

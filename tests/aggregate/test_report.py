@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from browser import Browser, chromium_binary
 
-from aggregate.history import append_night, night_rows
-from aggregate.render import load_tables
+from veribatch.aggregate.history import append_night, night_rows
+from veribatch.aggregate.render import load_tables
 
 pytestmark = pytest.mark.slow  # one InvBench run and two selftest runs, shared by the module
 
 
 def launch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "launch", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "veribatch", *args], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "COLUMNS": "200"})
 
 

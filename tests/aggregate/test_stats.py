@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from aggregate.stats import (
+from veribatch.aggregate.stats import (
     fisher_exact,
     mcnemar_exact,
     paired_bootstrap,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from containers.definitions import DEFINITIONS_DIR, load_definitions, parse_definition
-from containers.images import LOCK_NAME, build_argv, check, sha256_file
+from veribatch.containers.definitions import DEFINITIONS_DIR, load_definitions, parse_definition
+from veribatch.containers.images import LOCK_NAME, build_argv, check, sha256_file
 
 DEFS = load_definitions()
 
@@ -46,7 +46,7 @@ def test_pinned_versions_are_the_benchmarks_ones() -> None:
 
 
 def test_judge_image_flags_match_the_judge_code() -> None:
-    from verifiers.judge import CPP_FLAGS
+    from veribatch.verifiers.judge import CPP_FLAGS
 
     assert DEFS["judge"].labels["org.veribatch.cxxflags"] == " ".join(CPP_FLAGS)
 
@@ -54,12 +54,12 @@ def test_judge_image_flags_match_the_judge_code() -> None:
 def test_tests_run_the_tool_on_an_input() -> None:
     assert "Ultimate.py --spec" in DEFS["uautomizer"].test and "grep -qx TRUE" in DEFS["uautomizer"].test
     assert "dafny verify" in DEFS["dafny"].test and "0 errors" in DEFS["dafny"].test
-    assert "verifiers.judge" in DEFS["judge"].test
+    assert "veribatch.verifiers.judge" in DEFS["judge"].test
 
 
 def test_container_paths_match_the_adapters() -> None:
-    from verifiers.dafny import DafnyTool
-    from verifiers.uautomizer import UAutomizerTool
+    from veribatch.verifiers.dafny import DafnyTool
+    from veribatch.verifiers.uautomizer import UAutomizerTool
 
     assert UAutomizerTool.container_executable.startswith("/opt/UAutomizer-linux/")
     assert "unzip -q /tmp/ua.zip -d /opt" in DEFS["uautomizer"].post

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from inference.tiny_model import DEFAULT_PAIRS, MANIFEST, cached_tiny_qwen2
-from inference.types import Message, Request, Sampling
+from veribatch.inference.tiny_model import DEFAULT_PAIRS, MANIFEST, cached_tiny_qwen2
+from veribatch.inference.types import Message, Request, Sampling
 
 
 @pytest.fixture(scope="session")
@@ -42,7 +42,7 @@ def chat_request():
 
 @pytest.fixture(scope="session")
 def hf_engine(tiny_model: Path):
-    from inference.hf import HFEngine
+    from veribatch.inference.hf import HFEngine
 
     engine = HFEngine(str(tiny_model), batch_size=8)
     yield engine

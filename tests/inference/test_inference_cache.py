@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from inference import open_engine
-from inference.cache import CACHE_FILE, CachingEngine, CompletionCache
-from inference.records import request_key
+from veribatch.inference import open_engine
+from veribatch.inference.cache import CACHE_FILE, CachingEngine, CompletionCache
+from veribatch.inference.records import request_key
 
 
 def test_second_engine_answers_from_cache(tmp_path: Path, hf_engine, tiny_pairs, chat_request) -> None:
@@ -50,8 +50,8 @@ def test_torn_line_is_skipped_and_errors_are_not_cached(tmp_path: Path, chat_req
 
 SHARD = textwrap.dedent("""
     import sys, time
-    from inference import open_engine
-    from inference.types import Message, Request, Sampling
+    from veribatch.inference import open_engine
+    from veribatch.inference.types import Message, Request, Sampling
     engine = open_engine("hf:" + sys.argv[1], cache_dir=sys.argv[2])
     for i in range(int(sys.argv[3])):
         req = Request(id=f"q{i}", messages=(Message("user", "Say hello."),),
@@ -64,7 +64,7 @@ SHARD = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_killed_shard_resumes_without_reasking(tmp_path: Path, tiny_model: Path, hf_engine) -> None:
-    from inference.types import Message, Request, Sampling
+    from veribatch.inference.types import Message, Request, Sampling
 
     n = 30
     proc = subprocess.Popen([sys.executable, "-c", SHARD, str(tiny_model), str(tmp_path), str(n)],

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from inference import EngineError, open_engine
-from inference.hf import HFEngine
+from veribatch.inference import EngineError, open_engine
+from veribatch.inference.hf import HFEngine
 
 
 def test_greedy_batch_answers_trained_pairs_with_counts(hf_engine, tiny_pairs, chat_request) -> None:

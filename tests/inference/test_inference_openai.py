@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from inference import open_engine
-from inference.serve_http import EngineServer
+from veribatch.inference import open_engine
+from veribatch.inference.serve_http import EngineServer
 
 OK_BODY = {
     "choices": [{"index": 0, "message": {"role": "assistant", "content": "x >= 0"},
@@ -182,7 +182,7 @@ def test_concurrency_limit_is_respected(scripted, chat_request) -> None:
 
 
 def test_missing_endpoint_is_a_clear_error(monkeypatch) -> None:
-    from inference import EngineError
+    from veribatch.inference import EngineError
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(EngineError, match="OPENAI_BASE_URL"):

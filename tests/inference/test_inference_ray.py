@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from inference import EngineError, open_engine
-from inference.ray_cluster import (
+from veribatch.inference import EngineError, open_engine
+from veribatch.inference.ray_cluster import (
     PORT_SPAN,
     RayCluster,
     ephemeral_range,
@@ -20,7 +20,7 @@ from inference.ray_cluster import (
     port_is_free,
     ports_from,
 )
-from inference.ray_pool import replica_bundles
+from veribatch.inference.ray_pool import replica_bundles
 
 ray = pytest.importorskip("ray")
 

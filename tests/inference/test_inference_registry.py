@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from inference import EngineError, MissingExtraError, open_engine, parse_spec
-from inference.errors import UnknownEngineError
+from veribatch.inference import EngineError, MissingExtraError, open_engine, parse_spec
+from veribatch.inference.errors import UnknownEngineError
 
 
 def test_parse_spec_keeps_colons_in_names() -> None:

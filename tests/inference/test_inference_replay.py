@@ -8,8 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from inference import EngineError, completion_to_record, open_engine
-from inference.cache import CachingEngine
+from veribatch.inference import EngineError, completion_to_record, open_engine
+from veribatch.inference.cache import CachingEngine
 
 
 def _write_run(run: Path, hf_engine, reqs) -> list:

@@ -14,10 +14,10 @@ import httpx
 import psutil
 import pytest
 
-from inference import MissingExtraError, open_engine
-from inference.ray_cluster import ephemeral_range
-from inference.serve_http import EngineServer
-from inference.serve_job import (
+from veribatch.inference import MissingExtraError, open_engine
+from veribatch.inference.ray_cluster import ephemeral_range
+from veribatch.inference.serve_http import EngineServer
+from veribatch.inference.serve_job import (
     ENDPOINT,
     EXIT,
     ServeJob,
@@ -28,14 +28,14 @@ from inference.serve_job import (
     vllm_serve_command,
     wait_for_endpoint,
 )
-from launch.commands.serve import build_sbatch_script, gres_for
-from launch.profiles import load_profile
+from veribatch.launch.commands.serve import build_sbatch_script, gres_for
+from veribatch.launch.profiles import load_profile
 
 HAS_VLLM = __import__("importlib").util.find_spec("vllm") is not None
 
 
 def launch(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "launch", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "veribatch", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
@@ -79,7 +79,7 @@ def test_sbatch_script_from_a_multi_partition_profile(tmp_path: Path, cluster_pr
                  "module load apptainer/1.3", "source /shared/envs/veribatch/bin/activate"):
         assert want in lines, want
     assert lines[-1] == (
-        f"exec /venv/bin/python -m inference.serve_job --serve-dir {tmp_path.resolve()} "
+        f"exec /venv/bin/python -m veribatch.inference.serve_job --serve-dir {tmp_path.resolve()} "
         "--model vllm:Qwen/Qwen2.5-72B-Instruct --backend auto --tp 4 --nodes 2 --heartbeat-s 10 "
         "--idle-exit-s 600")
     # setup lines run before the server starts

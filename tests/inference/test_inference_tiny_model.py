@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from inference.hf import HFEngine
-from inference.tiny_model import MANIFEST, cached_tiny_qwen2, pairs_hash
+from veribatch.inference.hf import HFEngine
+from veribatch.inference.tiny_model import MANIFEST, cached_tiny_qwen2, pairs_hash
 
 INVBENCH_PAIRS = [
     (
@@ -50,7 +50,7 @@ def test_builds_on_invbench_style_pairs_and_answers_them_greedily(tmp_path: Path
 def test_cli_rejects_bad_pairs_file_naming_it(tmp_path: Path) -> None:
     bad = tmp_path / "pairs.json"
     bad.write_text('{"not": "a list"}')
-    r = subprocess.run([sys.executable, "-m", "inference.tiny_model", str(tmp_path / "m"),
+    r = subprocess.run([sys.executable, "-m", "veribatch.inference.tiny_model", str(tmp_path / "m"),
                         "--pairs", str(bad)], capture_output=True, text=True)
     assert r.returncode == 2
     assert str(bad) in r.stderr

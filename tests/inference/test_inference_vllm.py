@@ -11,8 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from inference.types import Sampling
-from inference.vllm_engine import cpu_defaults, engine_args, request_seconds, sampling_kwargs
+from veribatch.inference.types import Sampling
+from veribatch.inference.vllm_engine import (
+    cpu_defaults,
+    engine_args,
+    request_seconds,
+    sampling_kwargs,
+)
 
 
 def test_engine_args_single_gpu_and_tensor_parallel() -> None:
@@ -57,7 +62,7 @@ def test_greedy_tokens_equal_hf(tiny_model: Path, hf_engine, tiny_pairs, chat_re
     pytest.importorskip("vllm")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    from inference.vllm_engine import VLLMEngine
+    from veribatch.inference.vllm_engine import VLLMEngine
 
     engine = VLLMEngine(str(tiny_model))
     reqs = [chat_request(p, f"r{i}") for i, (p, _) in enumerate(tiny_pairs)]
@@ -79,14 +84,14 @@ def test_serve_job_with_the_vllm_backend(tmp_path: Path, tiny_model: Path, tiny_
     import sys
 
     pytest.importorskip("vllm")
-    from inference import open_engine
-    from inference.serve_job import EXIT, STOP, wait_for_endpoint
+    from veribatch.inference import open_engine
+    from veribatch.inference.serve_job import EXIT, STOP, wait_for_endpoint
 
     d = tmp_path / "serve"
     d.mkdir()
     with (d / "serve.log").open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "inference.serve_job", "--serve-dir", str(d), "--model",
+            [sys.executable, "-m", "veribatch.inference.serve_job", "--serve-dir", str(d), "--model",
              f"vllm:{tiny_model}", "--backend", "vllm", "--host", "127.0.0.1", "--heartbeat-s", "1",
              "--vllm-args", "--dtype float32 --max-model-len 512 --enforce-eager"],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})

@@ -18,7 +18,7 @@ def launch(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run `launch ...` as a user would: a new process every time (no state shared in memory)."""
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "launch", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "veribatch", *args], capture_output=True,
                           text=True, timeout=timeout, env=full_env, cwd=cwd)
 
 

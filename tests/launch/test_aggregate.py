@@ -5,14 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from aggregate.build import build
-from aggregate.records import load_stage
-from aggregate.render import to_html, to_latex, to_markdown, write_table
-from aggregate.table import Table
-from launch.api import plan_run
-from launch.manifest import create_or_reuse
-from launch.shard_loop import run_shard
-from tasks.base import Instance, InstanceResult, RunConfig, Stage, Task, register
+from veribatch.aggregate.build import build
+from veribatch.aggregate.records import load_stage
+from veribatch.aggregate.render import to_html, to_latex, to_markdown, write_table
+from veribatch.aggregate.table import Table
+from veribatch.launch.api import plan_run
+from veribatch.launch.manifest import create_or_reuse
+from veribatch.launch.shard_loop import run_shard
+from veribatch.tasks.base import Instance, InstanceResult, RunConfig, Stage, Task, register
 
 
 @register

@@ -15,18 +15,18 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-import launch.locks as locks
-from aggregate.records import load_stage
-from launch.api import ExecChoice, launch_run, plan_run, resume_run
-from launch.executors.local import LocalExecutor
-from launch.executors.slurm import aggregate_job, dependency_groups
-from launch.jobs import load_jobs, parse_states
-from launch.locks import LockUnsupportedError, RunBusyError, run_lock
-from launch.manifest import create_or_reuse, load_manifest
-from launch.rundir import RunDir
-from launch.shard_loop import run_shard
-from launch.status import ShardState, run_state
-from launch.todo import plan_todo
+import veribatch.launch.locks as locks
+from veribatch.aggregate.records import load_stage
+from veribatch.launch.api import ExecChoice, launch_run, plan_run, resume_run
+from veribatch.launch.executors.local import LocalExecutor
+from veribatch.launch.executors.slurm import aggregate_job, dependency_groups
+from veribatch.launch.jobs import load_jobs, parse_states
+from veribatch.launch.locks import LockUnsupportedError, RunBusyError, run_lock
+from veribatch.launch.manifest import create_or_reuse, load_manifest
+from veribatch.launch.rundir import RunDir
+from veribatch.launch.shard_loop import run_shard
+from veribatch.launch.status import ShardState, run_state
+from veribatch.launch.todo import plan_todo
 
 from .conftest import launch, only_run_dir, stage_records, status_json
 
@@ -105,12 +105,12 @@ def test_resume_across_code_versions_warns_and_each_shard_records_its_version(tm
                                                                              monkeypatch):
     plan = plan_run("selftest", shards=2)
     rd, _ = create_or_reuse(plan, tmp_path / "run")
-    monkeypatch.setattr("launch.shard_loop.code_version", lambda: "git:old")
+    monkeypatch.setattr("veribatch.launch.shard_loop.code_version", lambda: "git:old")
     run_shard(rd.root, "work", 0, fsync=False)
     assert json.loads(rd.done("work", 0).read_text())["code_version"] == "git:old"
     assert json.loads(rd.ledger("work", 0).read_text().splitlines()[0])["code_version"] == \
         "git:old"
-    monkeypatch.setattr("launch.shard_loop.code_version", lambda: "git:new")
+    monkeypatch.setattr("veribatch.launch.shard_loop.code_version", lambda: "git:new")
     run_shard(rd.root, "work", 1, fsync=False)
     st = run_state(rd, live=False)
     assert st.code_versions == {"git:old": 1, "git:new": 1}
@@ -171,8 +171,8 @@ def test_the_aggregate_job_of_an_incomplete_run_does_not_fail(tmp_path):
 
 ADD_MANY = """
 import sys
-from launch.jobs import add_submissions
-from launch.rundir import RunDir
+from veribatch.launch.jobs import add_submissions
+from veribatch.launch.rundir import RunDir
 for i in range(40):
     add_submissions(RunDir(sys.argv[1]), [{"stage": "work", "array_id": sys.argv[2] + str(i),
                                           "jobs": {"0": "1"}}])
@@ -202,7 +202,7 @@ def test_damaged_jobs_json_is_a_warning_in_status_not_a_traceback(tmp_path):
 def test_a_second_launch_of_a_running_local_run_is_refused_not_duplicated(tmp_path):
     """Before: the same `launch` twice at once ran (or submitted) the whole run twice."""
     args = ["selftest", "--shards", "2", "-o", "sleep_s=0.4", "--runs-dir", str(tmp_path), "-q"]
-    first = subprocess.Popen([sys.executable, "-m", "launch", *args], stdout=subprocess.PIPE,
+    first = subprocess.Popen([sys.executable, "-m", "veribatch", *args], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not list(tmp_path.glob("*/shards/work/*/ledger.jsonl")):
@@ -250,7 +250,7 @@ def test_busy_shard_is_waited_for_not_counted_as_failed(tmp_path):
     shards (exit 1, "partial") while the first finished the run."""
     rd, _ = create_or_reuse(plan_run("selftest", shards=2, options=["sleep_s=0.3"]),
                             tmp_path / "run")
-    other = subprocess.Popen([sys.executable, "-m", "launch.worker", str(rd.root), "work", "0"])
+    other = subprocess.Popen([sys.executable, "-m", "veribatch.launch.worker", str(rd.root), "work", "0"])
     deadline = time.monotonic() + 60
     while not locks.is_locked(rd.lock("work", 0)):
         assert time.monotonic() < deadline and other.poll() is None
@@ -302,7 +302,7 @@ def test_an_interrupted_plan_is_planned_again(tmp_path):
 
 def test_run_files_honour_the_umask(tmp_path):
     """Before: mkstemp made every atomically written file 0600 whatever the umask."""
-    proc = subprocess.run([sys.executable, "-m", "launch", "selftest", "--runs-dir",
+    proc = subprocess.run([sys.executable, "-m", "veribatch", "selftest", "--runs-dir",
                            str(tmp_path), "-q"], preexec_fn=lambda: os.umask(0o027),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -375,7 +375,7 @@ def test_task_help_lists_datasets_options_and_verifiers():
 def test_ctrl_c_prints_the_hint_and_exits_130(tmp_path):
     import signal
 
-    proc = subprocess.Popen([sys.executable, "-m", "launch", "selftest", "-o", "sleep_s=1",
+    proc = subprocess.Popen([sys.executable, "-m", "veribatch", "selftest", "-o", "sleep_s=1",
                              "--runs-dir", str(tmp_path), "-q"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -389,8 +389,8 @@ def test_ctrl_c_prints_the_hint_and_exits_130(tmp_path):
 
 
 def test_run_config_identity_includes_the_verifier_encoding_version():
-    from launch.plan import make_config, run_id_for
-    from tasks.base import get_task
+    from veribatch.launch.plan import make_config, run_id_for
+    from veribatch.tasks.base import get_task
 
     cfg = make_config(get_task("invbench"))
     assert cfg.verifier_version.startswith("veribatch-z3c/")  # ENCODING_VERSION + z3 version

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from launch.ledger import LedgerWriter, read_ledger
-from tasks.base import InstanceResult
+from veribatch.launch.ledger import LedgerWriter, read_ledger
+from veribatch.tasks.base import InstanceResult
 
 
 def write(path, *results):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from launch.executors.local import LocalExecutor, available_cpus
-from launch.executors.slurm import _job_minutes
-from launch.profiles import (
+from veribatch.launch.executors.local import LocalExecutor, available_cpus
+from veribatch.launch.executors.slurm import _job_minutes
+from veribatch.launch.profiles import (
     DEFAULT_PROFILE,
     ENGINE_STARTUP_S,
     LOAD_BYTES_PER_S,
@@ -32,7 +32,7 @@ def test_local_cpus_follow_the_affinity_mask() -> None:
     taskset = shutil.which("taskset")
     if taskset is None or len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs taskset and two CPUs")
-    code = ("from launch.executors.local import LocalExecutor, available_cpus; "
+    code = ("from veribatch.launch.executors.local import LocalExecutor, available_cpus; "
             "print(LocalExecutor(progress=False).workers, available_cpus()[1])")
     out = subprocess.run([taskset, "-c", "0", sys.executable, "-c", code], capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
@@ -87,7 +87,7 @@ def test_generate_time_includes_loading_the_model() -> None:
 
 def test_dry_run_says_what_will_be_requested(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "250"}
-    r = subprocess.run([sys.executable, "-m", "launch", "invbench", "--dry-run", "--executor", "slurm",
+    r = subprocess.run([sys.executable, "-m", "veribatch", "invbench", "--dry-run", "--executor", "slurm",
                         "--model", "vllm:Qwen/Qwen2.5-72B-Instruct", "--runs-dir", str(tmp_path)],
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -95,7 +95,7 @@ def test_dry_run_says_what_will_be_requested(tmp_path: Path) -> None:
     expected = job_time(DEFAULT_PROFILE.for_resource("gpu", "generate"), GENERATE, 12,
                         "vllm:Qwen/Qwen2.5-72B-Instruct")
     assert f"time {expected.minutes} min (model load" in gen, gen
-    local = subprocess.run([sys.executable, "-m", "launch", "invbench", "--dry-run",
+    local = subprocess.run([sys.executable, "-m", "veribatch", "invbench", "--dry-run",
                             "--runs-dir", str(tmp_path)], capture_output=True, text=True, env=env,
                            timeout=120)
     assert f"local executor: {available_cpus()[0]} CPU(s)" in local.stdout, local.stdout

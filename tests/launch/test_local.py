@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 from pandas.testing import assert_frame_equal
 
-from launch.ledger import count_records
+from veribatch.launch.ledger import count_records
 
 from .conftest import launch, only_run_dir, stage_records, status_json, wait_until
 
@@ -44,7 +44,7 @@ def _records(rd):
 def test_kill9_of_a_running_shard_then_resume_loses_and_duplicates_nothing(tmp_path):
     runs = tmp_path / "runs"
     args = ["selftest", "--shards", "2", "--workers", "2", "-o", "sleep_s=0.5", "-q"]
-    proc = subprocess.Popen([sys.executable, "-m", "launch", *args, "--runs-dir", str(runs)],
+    proc = subprocess.Popen([sys.executable, "-m", "veribatch", *args, "--runs-dir", str(runs)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     rd = wait_until(lambda: next(iter(runs.glob("selftest-*")), None), 120, "run dir")
     ledger = rd / "shards/work/0/ledger.jsonl"

@@ -35,7 +35,7 @@ def test_suite_files_are_checked(tmp_path: Path) -> None:
     r = launch("nightly", "no-such-suite", "--history", str(tmp_path / "h"))
     assert r.returncode == 2 and "unknown suite 'no-such-suite'" in r.stderr and "nightly/" in r.stderr
     # the shipped suite: embedded defaults only (reference arms, no model), CI's SLURM profile
-    shipped = yaml.safe_load((REPO / "nightly" / "embedded.yaml").read_text())
+    shipped = yaml.safe_load((REPO / "veribatch" / "nightly" / "embedded.yaml").read_text())
     assert [(r["task"], r.get("model")) for r in shipped["runs"]] == [("invbench", None)]
     assert (shipped["executor"], shipped["profile"]) == ("slurm", "local-test")
 
@@ -95,7 +95,7 @@ def test_a_night_with_failing_shards_exits_5_and_is_never_a_reference(tmp_path: 
 def _shipped_with(tmp_path: Path, budget_s: float) -> Path:
     """The shipped suite, unchanged except the InvBench budget (the file keeps its name, so the
     history's suite and entry names stay the same)."""
-    data = yaml.safe_load((REPO / "nightly" / "embedded.yaml").read_text())
+    data = yaml.safe_load((REPO / "veribatch" / "nightly" / "embedded.yaml").read_text())
     data["runs"][0]["options"]["budget_s"] = budget_s
     path = tmp_path / f"budget{budget_s:g}" / "embedded.yaml"
     path.parent.mkdir(parents=True)

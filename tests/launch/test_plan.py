@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from launch.manifest import build_manifest
-from launch.plan import PlanError, make_config, make_plan, run_id_for, shard_bounds
-from tasks.base import UnknownNameError, get_task
+from veribatch.launch.manifest import build_manifest
+from veribatch.launch.plan import PlanError, make_config, make_plan, run_id_for, shard_bounds
+from veribatch.tasks.base import UnknownNameError, get_task
 
 
 def cfg(**kw):
@@ -60,7 +60,7 @@ def test_code_version_recorded_but_not_in_identity(monkeypatch):
     task = get_task("selftest")
     plan = make_plan(task, cfg())
     m1 = build_manifest(plan)
-    monkeypatch.setattr("launch.manifest.code_version", lambda: "git:something-else")
+    monkeypatch.setattr("veribatch.launch.manifest.code_version", lambda: "git:something-else")
     m2 = build_manifest(plan)
     assert m1["code_version"] != m2["code_version"]
     assert m1["identity"] == m2["identity"] and m1["run_id"] == m2["run_id"]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from launch.profiles import ProfileError, apply_overrides, load_profile, parse_time
+from veribatch.launch.profiles import ProfileError, apply_overrides, load_profile, parse_time
 
-PROFILES = Path(__file__).resolve().parents[2] / "slurm_profiles"
+PROFILES = Path(__file__).resolve().parents[2] / "veribatch" / "slurm_profiles"
 
 
 def test_shipped_profiles_load():

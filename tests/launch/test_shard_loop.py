@@ -7,11 +7,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-import launch.shard_loop as loop
-from launch.api import plan_run
-from launch.manifest import create_or_reuse
-from launch.shard_loop import ShardBusyError, ShardError, run_shard, shard_lock
-from tasks.base import Instance, InstanceResult, RunConfig, Stage, Task, register
+import veribatch.launch.shard_loop as loop
+from veribatch.launch.api import plan_run
+from veribatch.launch.manifest import create_or_reuse
+from veribatch.launch.shard_loop import ShardBusyError, ShardError, run_shard, shard_lock
+from veribatch.tasks.base import Instance, InstanceResult, RunConfig, Stage, Task, register
 
 
 @register

@@ -25,13 +25,13 @@ from submitit.core.job_environment import SignalHandler
 from submitit.core.utils import DelayedSubmission, JobPaths
 from submitit.slurm.slurm import SlurmJobEnvironment
 
-from launch.api import plan_run
-from launch.executors.slurm import ShardJob, SlurmExecutor, chunks
-from launch.jobs import _expand
-from launch.ledger import count_records
-from launch.manifest import create_or_reuse
-from launch.rundir import RunDir
-from launch.shard_loop import is_locked
+from veribatch.launch.api import plan_run
+from veribatch.launch.executors.slurm import ShardJob, SlurmExecutor, chunks
+from veribatch.launch.jobs import _expand
+from veribatch.launch.ledger import count_records
+from veribatch.launch.manifest import create_or_reuse
+from veribatch.launch.rundir import RunDir
+from veribatch.launch.shard_loop import is_locked
 
 from .conftest import launch, only_run_dir, stage_records, status_json, wait_until
 
@@ -301,7 +301,7 @@ def test_half_failed_submission_concurrent_resumes_and_cancel_reach_every_job(sl
     assert [s["stage"] for s in subs] == ["work"]
     assert subs[0]["job_name"] == "vb-i8a-halfsubmit-work"
 
-    both = [subprocess.Popen([sys.executable, "-m", "launch", "resume", str(rd)],
+    both = [subprocess.Popen([sys.executable, "-m", "veribatch", "resume", str(rd)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for _ in range(2)]
     outs = [p.communicate(timeout=QUEUE_WAIT) for p in both]

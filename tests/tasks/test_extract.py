@@ -1,6 +1,6 @@
 """Shared answer extraction: every shape of answer maps to a named outcome, never a guess."""
 
-from tasks.extract import extract_code, extract_label
+from veribatch.tasks.extract import extract_code, extract_label
 
 LABELS = ("GENUINE", "SPURIOUS")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from launch.api import plan_run
-from tasks.sampling import sampling_for
+from veribatch.launch.api import plan_run
+from veribatch.tasks.sampling import sampling_for
 
 MODEL = "hf:Org/model"  # a hub name: planning checks its form, nothing is downloaded
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.base import FinishedRun, Query, Tool, ToolVerdict
-from verifiers.result import Limits, Status
+from veribatch.verifiers.base import FinishedRun, Query, Tool, ToolVerdict
+from veribatch.verifiers.result import Limits, Status
 
 
 class ShellTool(Tool):

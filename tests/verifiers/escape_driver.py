@@ -14,8 +14,14 @@ import sys
 import time
 from pathlib import Path
 
-from verifiers.judge import CompileError, Program, compile_cpp, detect_sandbox, run_program
-from verifiers.judge.sandbox import sandbox_report
+from veribatch.verifiers.judge import (
+    CompileError,
+    Program,
+    compile_cpp,
+    detect_sandbox,
+    run_program,
+)
+from veribatch.verifiers.judge.sandbox import sandbox_report
 
 
 def attacks(spec: dict) -> dict[str, tuple[str, str]]:

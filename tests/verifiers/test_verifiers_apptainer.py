@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from verifiers import apptainer
-from verifiers.base import Query, Tool
-from verifiers.result import Limits, Status
-from verifiers.verifier import Verifier
+from veribatch.verifiers import apptainer
+from veribatch.verifiers.base import Query, Tool
+from veribatch.verifiers.result import Limits, Status
+from veribatch.verifiers.verifier import Verifier
 
 
 def test_exec_argv_is_pinned(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_apptainer_runtime_needs_an_image(tmp_path: Path, shell_tool: Tool) -> N
 def test_tools_without_network_run_with_network_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shell_tool: Tool
 ) -> None:
-    from verifiers.judge.tool import JudgeTool
+    from veribatch.verifiers.judge.tool import JudgeTool
 
     assert JudgeTool.container_network is False  # untrusted programs
     fake = tmp_path / "apptainer"

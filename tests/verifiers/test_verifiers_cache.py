@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verifiers.base import Query
-from verifiers.cache import ResultCache, answers, query_key
-from verifiers.result import Limits, Status, VerifierResult
+from veribatch.verifiers.base import Query
+from veribatch.verifiers.cache import ResultCache, answers, query_key
+from veribatch.verifiers.result import Limits, Status, VerifierResult
 
 
 def _result(status: Status, wall: float = 1.0, mem: float = 50.0) -> VerifierResult:

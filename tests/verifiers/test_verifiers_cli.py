@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from launch.commands import verify
+from veribatch.launch.commands import verify
 
 
 @pytest.fixture(scope="module")

@@ -40,10 +40,10 @@ DAEMONS = "setsid sh -c 'sleep 300 & sleep 300' & (sleep 300 &) ; sleep 300"
 WORKER = r"""
 import json, os, signal, sys, time
 from pathlib import Path
-from verifiers.base import Query
-from verifiers.registry import get_verifier
-from verifiers.result import Limits
-from verifiers.runner import LimitedProcess
+from veribatch.verifiers.base import Query
+from veribatch.verifiers.registry import get_verifier
+from veribatch.verifiers.result import Limits
+from veribatch.verifiers.runner import LimitedProcess
 
 kind, work, victim = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 if kind == "daemons":
@@ -98,7 +98,7 @@ time.sleep(0.3)
 print(json.dumps({"before": len(ready())}), flush=True)
 if victim == "worker":
     os.kill(os.getpid(), signal.SIGKILL)
-from verifiers import forkserver
+from veribatch.verifiers import forkserver
 server = forkserver.get()
 if victim == "server":
     os.kill(server.proc.pid, signal.SIGKILL)
@@ -251,8 +251,8 @@ def test_sigkilled_fork_server_or_reaper_takes_the_tools_along(workdir: Path, vi
 
 
 def test_containment_is_reported(tmp_path: Path) -> None:
-    from verifiers.result import Limits
-    from verifiers.runner import execute
+    from veribatch.verifiers.result import Limits
+    from veribatch.verifiers.runner import execute
 
     ex = execute(["sh", "-c", "cat /proc/self/cgroup"], Limits(10), tmp_path / "o.log")
     assert ex.termination_reason == "exit"
@@ -272,7 +272,7 @@ def test_local_executor_shard_killed_leaves_no_process(hard_c: str, tmp_path: Pa
     marker = uuid.uuid4().hex
     env = {**os.environ, MARK: marker, "PYTHONPATH": str(REPO)}
     run = subprocess.Popen(
-        [sys.executable, "-m", "launch", "invbench", "--dataset", f"easy:{tmp_path / 'data'}",
+        [sys.executable, "-m", "veribatch", "invbench", "--dataset", f"easy:{tmp_path / 'data'}",
          "-o", "budget_s=300", "--runs-dir", str(tmp_path / "runs"), "-q"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
@@ -282,7 +282,7 @@ def test_local_executor_shard_killed_leaves_no_process(hard_c: str, tmp_path: Pa
         while worker is None and time.monotonic() < deadline:
             if list((tmp_path / "runs").glob("*/shards/baseline/0/scratch/baseline/*/z3-*/output.log")):
                 for pid in marked(marker):
-                    if b"launch.worker" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                    if b"veribatch.launch.worker" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
                         worker = pid
             time.sleep(0.2)
         assert worker is not None, "the shard never got a z3 query running"
@@ -312,7 +312,7 @@ def test_slurm_shards_killed_or_cancelled_leave_no_process(slurm_cluster: dict[s
     env = {**os.environ, **slurm_cluster, MARK: marker, "PYTHONPATH": str(REPO)}
     runs = tmp_path / "runs"
     r = subprocess.run(
-        [sys.executable, "-m", "launch", "invbench", "--dataset", f"easy:{tmp_path / 'data'}",
+        [sys.executable, "-m", "veribatch", "invbench", "--dataset", f"easy:{tmp_path / 'data'}",
          "--executor", "slurm", "--profile", "local-test", "--shards", "2", "-o", "budget_s=300",
          "--runs-dir", str(runs), "-q"], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr

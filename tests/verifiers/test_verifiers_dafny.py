@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.base import FinishedRun, Query, ToolNotFoundError
-from verifiers.dafny import DafnyTool
-from verifiers.result import Limits, Status
+from veribatch.verifiers.base import FinishedRun, Query, ToolNotFoundError
+from veribatch.verifiers.dafny import DafnyTool
+from veribatch.verifiers.result import Limits, Status
 
 TOOL = DafnyTool()
 RECORDED_DAFNY_WORDINGS = ("v4.10.0", "head")

@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from verifiers.base import Query
-from verifiers.judge import (
+from veribatch.verifiers.base import Query
+from veribatch.verifiers.judge import (
     REASONS,
     STATS,
     CompileError,
@@ -31,8 +31,8 @@ from verifiers.judge import (
     random_search,
     run_program,
 )
-from verifiers.registry import get_verifier
-from verifiers.result import Limits, Status
+from veribatch.verifiers.registry import get_verifier
+from veribatch.verifiers.result import Limits, Status
 
 SUM_CPP = "#include <iostream>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a+b<<\"\\n\";}\n"
 
@@ -337,7 +337,7 @@ def test_randsearch_in_loop_validation_and_callable_generators(problem: Solution
 def no_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A node where bubblewrap exists but cannot create namespaces (a real binary that fails,
     as bwrap does under user.max_user_namespaces=0), and no apptainer."""
-    from verifiers.judge import sandbox as sb
+    from veribatch.verifiers.judge import sandbox as sb
 
     where = Path(tempfile.mkdtemp(prefix="veribatch-fake-bwrap-"))  # readable by the dropped uid
     where.chmod(0o755)
@@ -355,8 +355,8 @@ def no_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_no_isolation_is_refused_unless_explicitly_unsafe(no_bwrap, write) -> None:
-    from launch.api import plan_run
-    from verifiers.judge import SandboxUnavailable
+    from veribatch.launch.api import plan_run
+    from veribatch.verifiers.judge import SandboxUnavailable
 
     with pytest.raises(SandboxUnavailable) as e:
         detect_sandbox("auto")
@@ -373,7 +373,7 @@ def test_no_isolation_is_refused_unless_explicitly_unsafe(no_bwrap, write) -> No
 
 def test_the_command_lines_each_sandbox_kind_builds(tmp_path: Path) -> None:
     """apptainer cannot run here: its command line is what is under test."""
-    from verifiers.judge.sandbox import MAX_PROCESSES, Sandbox
+    from veribatch.verifiers.judge.sandbox import MAX_PROCESSES, Sandbox
 
     out = tmp_path / "out"
     app = Sandbox("apptainer", True, True, None, executable="/usr/bin/apptainer",

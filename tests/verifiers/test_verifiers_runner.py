@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from verifiers.result import Limits
-from verifiers.runner import LimitedProcess, execute
+from veribatch.verifiers.result import Limits
+from veribatch.verifiers.runner import LimitedProcess, execute
 
 
 def _alive_with(marker: str) -> list[psutil.Process]:
@@ -168,8 +168,8 @@ def test_tools_do_not_outlive_their_worker(tmp_path: Path, ending: str) -> None:
     worker = (
         "import os, signal, sys, time\n"
         "from pathlib import Path\n"
-        "from verifiers.result import Limits\n"
-        "from verifiers.runner import LimitedProcess\n"
+        "from veribatch.verifiers.result import Limits\n"
+        "from veribatch.verifiers.runner import LimitedProcess\n"
         f"LimitedProcess(['sleep', '{marker}'], Limits(600), Path({str(tmp_path / 'o.log')!r})).start()\n"
         "time.sleep(0.5)\n"
         f"{end}\n"

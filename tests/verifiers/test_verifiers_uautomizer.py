@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.base import FinishedRun, Query
-from verifiers.registry import get_verifier
-from verifiers.result import Limits, Status
-from verifiers.uautomizer import LAUNCH, LOOPS_FILE, UAutomizerTool, jvm_heap_mb, z3_path
+from veribatch.verifiers.base import FinishedRun, Query
+from veribatch.verifiers.registry import get_verifier
+from veribatch.verifiers.result import Limits, Status
+from veribatch.verifiers.uautomizer import LAUNCH, LOOPS_FILE, UAutomizerTool, jvm_heap_mb, z3_path
 
 TOOL = UAutomizerTool()
 LEFT_BEHIND = ("witness.graphml", "UltimateCounterExample.errorpath", "Ultimate.log")

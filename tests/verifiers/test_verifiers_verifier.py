@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.base import Query, Tool, ToolNotFoundError
-from verifiers.registry import UnknownToolError, get_verifier, verifier_names
-from verifiers.result import Limits, Status
-from verifiers.verifier import Verifier
+from veribatch.verifiers.base import Query, Tool, ToolNotFoundError
+from veribatch.verifiers.registry import UnknownToolError, get_verifier, verifier_names
+from veribatch.verifiers.result import Limits, Status
+from veribatch.verifiers.verifier import Verifier
 
 
 def _script(tmp_path: Path, name: str, body: str) -> Query:
@@ -123,7 +123,7 @@ def test_unreadable_version_means_the_tool_cannot_run(tmp_path: Path, shell_tool
             return str(broken)
 
         def version(self, executable: str) -> str:
-            from verifiers.base import read_version
+            from veribatch.verifiers.base import read_version
 
             return read_version([executable, "--version"])
 

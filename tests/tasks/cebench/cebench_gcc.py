@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.cebench.program import LoopProgram, c_literal
+from veribatch.tasks.cebench.program import LoopProgram, c_literal
 
 
 def gcc_run(main_body: str, globals_: str = "") -> int:

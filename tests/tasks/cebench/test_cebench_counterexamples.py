@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from cebench_gcc import c_holds, declarations, gcc_run
 
-from tasks.cebench.counterexamples import collect, extremal_usage
-from tasks.cebench.lam4inv import parse_log
-from tasks.cebench.program import normalise
-from verifiers import cfront
+from veribatch.tasks.cebench.counterexamples import collect, extremal_usage
+from veribatch.tasks.cebench.lam4inv import parse_log
+from veribatch.tasks.cebench.program import normalise
+from veribatch.verifiers import cfront
 
 
 def _collect(root: Path, n: int):

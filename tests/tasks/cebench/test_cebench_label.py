@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tasks.cebench.instrument import instrument
-from tasks.cebench.label import label_of
-from tasks.cebench.program import normalise
-from tasks.cebench.prompt import EXAMPLE_PROGRAM, EXAMPLE_STATES, user_prompt
-from verifiers.base import Query
-from verifiers.registry import get_verifier
-from verifiers.result import Limits, Status, VerifierResult
+from veribatch.tasks.cebench.instrument import instrument
+from veribatch.tasks.cebench.label import label_of
+from veribatch.tasks.cebench.program import normalise
+from veribatch.tasks.cebench.prompt import EXAMPLE_PROGRAM, EXAMPLE_STATES, user_prompt
+from veribatch.verifiers.base import Query
+from veribatch.verifiers.registry import get_verifier
+from veribatch.verifiers.result import Limits, Status, VerifierResult
 
 EXAMPLE = """int main() {
   int i = 0;
@@ -66,8 +66,8 @@ def test_verdicts_without_evidence_are_not_trusted(tmp_path: Path) -> None:
 def test_uautomizer_verdicts_on_recorded_real_runs(shared_data: Path, case: str, label: str) -> None:
     """UAutomizer cannot run here; its real recorded output, read by its adapter, is labelled
     as the paper labels it (its verdicts trusted; anything but TRUE/FALSE is UNKNOWN)."""
-    from verifiers.base import FinishedRun
-    from verifiers.uautomizer import UAutomizerTool
+    from veribatch.verifiers.base import FinishedRun
+    from veribatch.verifiers.uautomizer import UAutomizerTool
 
     d = shared_data / "recorded" / "uautomizer" / case
     rc = int((d / "exit_code.txt").read_text().strip())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tasks.cebench import data, lam4inv
+from veribatch.tasks.cebench import data, lam4inv
 
 
 def test_every_real_log_parses(lam4inv_root: Path) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from cebench_gcc import c_holds, gcc_run
 
-from tasks.cebench.instrument import instrument, prompt_program
-from tasks.cebench.program import ProgramError, c_literal, normalise
-from verifiers import cfront
+from veribatch.tasks.cebench.instrument import instrument, prompt_program
+from veribatch.tasks.cebench.program import ProgramError, c_literal, normalise
+from veribatch.verifiers import cfront
 
 
 def _prog(root: Path, name: str):

@@ -15,18 +15,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aggregate.records import load_run
-from launch.api import ExecChoice, launch_run, plan_run
-from tasks.base import DatasetError
-from tasks.cebench import dataset as ds
-from tasks.cebench.answer import OUTCOMES
-from tasks.cebench.prompt import user_prompt
+from veribatch.aggregate.records import load_run
+from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.tasks.base import DatasetError
+from veribatch.tasks.cebench import dataset as ds
+from veribatch.tasks.cebench.answer import OUTCOMES
+from veribatch.tasks.cebench.prompt import user_prompt
 
 pytestmark = pytest.mark.slow
 
 
 def _launch(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "launch", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "veribatch", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "COLUMNS": "200"})
 
 
@@ -70,10 +70,10 @@ def test_default_builds_the_sample_and_prints_card_and_reference_rows(sample_bui
 
 
 def test_labels_come_with_their_evidence(sample_build: tuple[Path, str]) -> None:
-    from tasks.cebench.counterexamples import LOOP
-    from verifiers import cfront
-    from verifiers.z3c.api import check_candidate
-    from verifiers.z3c.replay import replay
+    from veribatch.tasks.cebench.counterexamples import LOOP
+    from veribatch.verifiers import cfront
+    from veribatch.verifiers.z3c.api import check_candidate
+    from veribatch.verifiers.z3c.replay import replay
 
     rd, _ = sample_build
     rows = ds.read_rows(rd / "dataset")

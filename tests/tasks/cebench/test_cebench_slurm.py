@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tasks.cebench import dataset as ds
+from veribatch.tasks.cebench import dataset as ds
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -28,7 +28,7 @@ VOLATILE = {"verifier_time_s", "verifier_cpu_s", "collect_time_s", "log_path", "
 
 
 def _launch(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "launch", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "veribatch", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "COLUMNS": "200"})
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from launch.api import plan_run
-from launch.plan import PlanError
-from tasks.base import DatasetError, UnknownNameError
-from verifiers import cfront
+from veribatch.launch.api import plan_run
+from veribatch.launch.plan import PlanError
+from veribatch.tasks.base import DatasetError, UnknownNameError
+from veribatch.verifiers import cfront
 
 
 def test_the_default_plans_a_build_of_the_sample() -> None:
@@ -58,7 +58,7 @@ def test_doubly_parenthesised_expressions_parse() -> None:
 
 
 def test_cli_has_the_subcommands() -> None:
-    out = subprocess.run([sys.executable, "-m", "launch", "cebench", "--help"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "veribatch", "cebench", "--help"], capture_output=True, text=True,
                          timeout=120, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin",
                                            "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
     assert out.returncode == 0, out.stderr

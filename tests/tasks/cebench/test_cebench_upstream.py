@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.base import DatasetError
-from tasks.cebench import data, upstream
 from tests.conftest import ArchiveServer
+from veribatch.tasks.base import DatasetError
+from veribatch.tasks.cebench import data, upstream
 
 
 def _repo_copy(lam4inv_root: Path, dst: Path) -> Path:

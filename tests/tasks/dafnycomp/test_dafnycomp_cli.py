@@ -7,10 +7,10 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from launch.commands.dafnycomp import register
-from tasks.dafnycomp.strip import strip
+from veribatch.launch.commands.dafnycomp import register
+from veribatch.tasks.dafnycomp.strip import strip
 
-PROGRAM = Path(__file__).resolve().parents[3] / "tasks" / "dafnycomp" / "sample" / "main_2node_fill_sum.dfy"
+PROGRAM = Path(__file__).resolve().parents[3] / "veribatch" / "tasks" / "dafnycomp" / "sample" / "main_2node_fill_sum.dfy"
 
 
 def _app() -> typer.Typer:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tasks.base import DatasetError, UnknownNameError, get_task
-from tasks.dafnycomp import data, upstream
-from tasks.dafnycomp.answer import extract_program
-from tasks.dafnycomp.prompt import template_hash, user_prompt
-from tasks.dafnycomp.strip import strip
 from tests.conftest import ArchiveServer
+from veribatch.tasks.base import DatasetError, UnknownNameError, get_task
+from veribatch.tasks.dafnycomp import data, upstream
+from veribatch.tasks.dafnycomp.answer import extract_program
+from veribatch.tasks.dafnycomp.prompt import template_hash, user_prompt
+from veribatch.tasks.dafnycomp.strip import strip
 
 
 def test_sample_and_shared_folder(shared_data: Path) -> None:

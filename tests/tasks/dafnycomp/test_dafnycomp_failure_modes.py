@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.dafnycomp.failure_modes import (
+from veribatch.tasks.dafnycomp.failure_modes import (
     FRAGILITY,
     INSTABILITY,
     MISALIGNMENT,
@@ -17,8 +17,8 @@ from tasks.dafnycomp.failure_modes import (
     TITLES,
     classify,
 )
-from verifiers.base import FinishedRun
-from verifiers.dafny import OBLIGATIONS, DafnyTool
+from veribatch.verifiers.base import FinishedRun
+from veribatch.verifiers.dafny import OBLIGATIONS, DafnyTool
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "dafnycomp.md"
 FR, MI, IN, OT = FRAGILITY, MISALIGNMENT, INSTABILITY, OTHER

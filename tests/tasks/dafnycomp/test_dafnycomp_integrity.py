@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.dafnycomp.integrity import CHEAT_KINDS, check
-from tasks.dafnycomp.strip import strip
+from veribatch.tasks.dafnycomp.integrity import CHEAT_KINDS, check
+from veribatch.tasks.dafnycomp.strip import strip
 
 PROGRAM = "main_2node_1-1925-279"  # countTriples_1925, isqrt, numSquares_279, main_2node_1
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aggregate.records import load_run
-from launch.api import ExecChoice, launch_run, plan_run
-from tasks.dafnycomp.strip import strip
+from veribatch.aggregate.records import load_run
+from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.tasks.dafnycomp.strip import strip
 
-SAMPLE = Path(__file__).resolve().parents[3] / "tasks" / "dafnycomp" / "sample"
+SAMPLE = Path(__file__).resolve().parents[3] / "veribatch" / "tasks" / "dafnycomp" / "sample"
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def _frames(run_dir: Path) -> dict[str, pd.DataFrame]:
 def _launch(*args: str) -> subprocess.CompletedProcess[str]:
     """`launch ...` in a fresh process, as a user types it (and with this tree's `launch`,
     which an in-process import under pytest does not guarantee)."""
-    return subprocess.run([sys.executable, "-m", "launch", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "veribatch", *args], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "COLUMNS": "200"})
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.dafnycomp.strip import strip, strip_specs
-from tasks.dafnycomp.syntax import DafnySyntaxError, declarations
+from veribatch.tasks.dafnycomp.strip import strip, strip_specs
+from veribatch.tasks.dafnycomp.syntax import DafnySyntaxError, declarations
 
 CONTRACT = re.compile(r"\b(requires|ensures|reads|modifies|decreases)\b")
 FRAME_END = re.compile(r"\b(?:modifies|reads)\s*$")

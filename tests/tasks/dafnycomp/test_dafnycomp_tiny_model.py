@@ -16,14 +16,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aggregate.records import load_run
-from launch.api import ExecChoice, launch_run, plan_run
-from tasks.dafnycomp.prompt import user_prompt
-from tasks.dafnycomp.strip import strip
+from veribatch.aggregate.records import load_run
+from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.tasks.dafnycomp.prompt import user_prompt
+from veribatch.tasks.dafnycomp.strip import strip
 
 pytestmark = pytest.mark.slow
 
-SAMPLE = Path(__file__).resolve().parents[3] / "tasks" / "dafnycomp" / "sample"
+SAMPLE = Path(__file__).resolve().parents[3] / "veribatch" / "tasks" / "dafnycomp" / "sample"
 HONEST, CHEAT = "main_2node_inc_twice", "main_2node_count_clamp"
 CHEAT_ANSWER = "```dafny\nmethod main_2node(n: int) returns (r: int)\n{\n  assume false;\n}\n```"
 
@@ -84,7 +84,7 @@ def test_tiny_model_on_the_sample_on_slurm(slurm_cluster: dict[str, str], tiny_d
                                            tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     res = subprocess.run(
-        [sys.executable, "-m", "launch", "dafnycomp", "--model", f"hf:{tiny_dafny_model}", "--max-tokens", "100",
+        [sys.executable, "-m", "veribatch", "dafnycomp", "--model", f"hf:{tiny_dafny_model}", "--max-tokens", "100",
          "--shards", "2", "--executor", "slurm", "--profile", "local-test", "--runs-dir", str(runs)],
         capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
     # submitted; Dafny is missing on this machine: the hint, exit 2

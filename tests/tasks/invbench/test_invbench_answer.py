@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.invbench.answer import Answer, Unparsable, parse_answer
+from veribatch.tasks.invbench.answer import Answer, Unparsable, parse_answer
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.base import DatasetError, UnknownNameError, get_task
-from tasks.invbench import data
+from veribatch.tasks.base import DatasetError, UnknownNameError, get_task
+from veribatch.tasks.invbench import data
 
 
 def test_easy_split_from_shared_data(shared_data: Path) -> None:
@@ -99,7 +99,7 @@ def test_unknown_and_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
         task.load("medium")
     monkeypatch.delenv(data.ROOT_ENV, raising=False)
     monkeypatch.setenv("VERIBATCH_CACHE", str(tmp_path))
-    monkeypatch.setattr("tasks.invbench.upstream.ARCHIVE_URL", "http://127.0.0.1:9/{revision}.tar.gz")
+    monkeypatch.setattr("veribatch.tasks.invbench.upstream.ARCHIVE_URL", "http://127.0.0.1:9/{revision}.tar.gz")
     with pytest.raises(DatasetError, match="Offline"):
         task.load("easy")
 

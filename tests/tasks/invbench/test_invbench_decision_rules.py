@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from tasks.invbench.decision import decide
-from verifiers.result import Status
+from veribatch.tasks.invbench.decision import decide
+from veribatch.verifiers.result import Status
 
 ALL = list(Status)
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tasks.invbench.decision import CandidateRun, run_candidates
-from tasks.invbench.instrument import instrument
-from verifiers import cfront
-from verifiers.base import Query
-from verifiers.registry import get_verifier
-from verifiers.result import Limits, Status
+from veribatch.tasks.invbench.decision import CandidateRun, run_candidates
+from veribatch.tasks.invbench.instrument import instrument
+from veribatch.verifiers import cfront
+from veribatch.verifiers.base import Query
+from veribatch.verifiers.registry import get_verifier
+from veribatch.verifiers.result import Limits, Status
 
-SAMPLE = Path(__file__).resolve().parents[3] / "tasks" / "invbench" / "sample"
+SAMPLE = Path(__file__).resolve().parents[3] / "veribatch" / "tasks" / "invbench" / "sample"
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +87,8 @@ def test_best_of_n_first_decisive_wins_and_the_rest_are_killed(z3, tmp_path: Pat
     assert elapsed < 15.0, elapsed  # not awaited: the weak d_b alone takes ~20 s
     assert runs == [weak, strong]
     time.sleep(0.2)
-    from verifiers.forkserver import IDLE_NAMES  # the worker's fork server and spares stay
+    from veribatch.verifiers.forkserver import (
+        IDLE_NAMES,  # the worker's fork server and spares stay
+    )
 
     assert not [p for p in psutil.Process().children(recursive=True) if p.name() not in IDLE_NAMES]

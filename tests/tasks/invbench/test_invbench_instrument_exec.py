@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.invbench.instrument import instrument
+from veribatch.tasks.invbench.instrument import instrument
 
-SAMPLE = Path(__file__).resolve().parents[3] / "tasks" / "invbench" / "sample"
+SAMPLE = Path(__file__).resolve().parents[3] / "veribatch" / "tasks" / "invbench" / "sample"
 HARNESS = r"""
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,7 +89,7 @@ def test_inner_loop_label(tmp_path: Path) -> None:
 
 def test_a_set_of_invariants_is_asserted_and_assumed_together(tmp_path: Path) -> None:
     """§5.4 supplies all of a program's invariants at once: d_a fails if any one fails."""
-    from tasks.invbench.instrument import InstrumentationError, instrument_all
+    from veribatch.tasks.invbench.instrument import InstrumentationError, instrument_all
 
     program = (SAMPLE / "nested.c").read_text()
 

@@ -7,10 +7,16 @@ import math
 
 import pytest
 
-from launch.api import plan_run
-from tasks.base import RunConfig
-from tasks.invbench import InvBenchTask
-from tasks.invbench.stages import MAX_TOKENS, _decision_timeout, _limits, build_stages, memory_mb
+from veribatch.launch.api import plan_run
+from veribatch.tasks.base import RunConfig
+from veribatch.tasks.invbench import InvBenchTask
+from veribatch.tasks.invbench.stages import (
+    MAX_TOKENS,
+    _decision_timeout,
+    _limits,
+    build_stages,
+    memory_mb,
+)
 
 
 def _config(**options: object) -> RunConfig:
@@ -43,7 +49,7 @@ def test_plan_records_the_resolved_limits() -> None:
 def test_decision_timeout_and_its_source() -> None:
     solved = {"solved": True, "baseline_time_s": 1.25}
     unsolved = {"solved": False, "baseline_time_s": 600.0}
-    from tasks.base import Instance
+    from veribatch.tasks.base import Instance
 
     inst = Instance("invbench/easy/a.c", "invbench", "easy", {}, {"reference_time_s": 7.3})
     bare = Instance("invbench/easy/b.c", "invbench", "easy", {}, {})

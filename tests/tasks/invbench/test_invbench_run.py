@@ -14,12 +14,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aggregate.records import load_run
-from launch.api import ExecChoice, launch_run, plan_run
-from tasks.invbench.decision import decide
-from tasks.invbench.markers import mark
-from tasks.invbench.prompt import user_prompt
-from verifiers.result import Status
+from veribatch.aggregate.records import load_run
+from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.tasks.invbench.decision import decide
+from veribatch.tasks.invbench.markers import mark
+from veribatch.tasks.invbench.prompt import user_prompt
+from veribatch.verifiers.result import Status
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +92,7 @@ def test_reference_arms_on_the_sample(tmp_path: Path) -> None:
     # the InvBench subcommands read the same run directory
     from typer.testing import CliRunner
 
-    from launch.cli import app
+    from veribatch.launch.cli import app
 
     cli = CliRunner()
     threshold = float(base["baseline_time_s"].median())
@@ -194,7 +194,7 @@ def test_tiny_model_on_20_easy_programs(tiny20: tuple[str, Path], tmp_path: Path
 
 def _launch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """`launch ...` in a fresh process, as a user types it."""
-    return subprocess.run([sys.executable, "-m", "launch", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "veribatch", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "COLUMNS": "200"})
 
 

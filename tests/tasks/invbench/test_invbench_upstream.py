@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.base import DatasetError
-from tasks.invbench import upstream
 from tests.conftest import ArchiveServer
+from veribatch.tasks.base import DatasetError
+from veribatch.tasks.invbench import upstream
 
 
 def _repo_copy(shared_data: Path, dst: Path) -> Path:

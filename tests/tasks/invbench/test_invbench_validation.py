@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.invbench.validation import Invalid, Valid, validate
+from veribatch.tasks.invbench.validation import Invalid, Valid, validate
 
 SCOPE = {"x": "int", "y": "long long", "n": "unsigned int", "flag": "_Bool", "a": "int[10]"}
 

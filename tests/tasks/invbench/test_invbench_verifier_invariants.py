@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from launch.api import ExecChoice, launch_run, plan_run
-from tasks.invbench.markers import mark
-from tasks.invbench.stages import _candidate_from_verifier, _validated
-from verifiers.base import FinishedRun, Query
-from verifiers.uautomizer import UAutomizerTool
+from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.tasks.invbench.markers import mark
+from veribatch.tasks.invbench.stages import _candidate_from_verifier, _validated
+from veribatch.verifiers.base import FinishedRun, Query
+from veribatch.verifiers.uautomizer import UAutomizerTool
 
 
 def _training(shared_data: Path) -> tuple[Path, dict[str, list[dict]]]:
@@ -85,7 +85,7 @@ def test_upstream_invariants_end_to_end_on_training_programs(shared_data: Path, 
                     options=["budget_s=20", "timeout_source=budget", "verifier_invariants=upstream"])
     out = launch_run(plan, tmp_path / "run", ExecChoice("local", workers=1), progress=False)
     assert out.ok, out
-    from aggregate.records import load_run
+    from veribatch.aggregate.records import load_run
 
     _, stages = load_run(out.rd.root)
     v = stages["verify"].frame

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.refute import RefuteTask, data
-from tasks.refute.prompt import feedback, user_prompt
+from veribatch.tasks.refute import RefuteTask, data
+from veribatch.tasks.refute.prompt import feedback, user_prompt
 
 PROBLEM = "S12"
 ZERO_SHOT = "A double cannot hold 10^18 - 1.\n```python\nprint(10**18 - 1)\n```"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from refute_tiny import options
 
-from tasks.refute import STRATEGIES, answer, data
-from tasks.refute.fuzz import ExampleFuzzer, seed_for
-from tasks.refute.prompt import STRATEGY_FILES, template_version, user_prompt
+from veribatch.tasks.refute import STRATEGIES, answer, data
+from veribatch.tasks.refute.fuzz import ExampleFuzzer, seed_for
+from veribatch.tasks.refute.prompt import STRATEGY_FILES, template_version, user_prompt
 
 
 def test_standard_answers_have_named_outcomes() -> None:

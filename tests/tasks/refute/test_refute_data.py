@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from launch.api import plan_run
-from tasks.base import DatasetError
-from tasks.refute import data, sample_build, upstream
+from veribatch.launch.api import plan_run
+from veribatch.tasks.base import DatasetError
+from veribatch.tasks.refute import data, sample_build, upstream
 
 REPO = "bethgelab/REFUTE"
 SHA = "0123456789abcdef0123456789abcdef01234567"

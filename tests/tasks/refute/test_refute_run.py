@@ -17,11 +17,11 @@ import pytest
 import refute_tiny as tiny
 from typer.testing import CliRunner
 
-from aggregate.records import load_run
-from launch.api import ExecChoice, launch_run, plan_run
-from launch.cli import app
-from tasks.refute import data
-from verifiers.judge import REASONS
+from veribatch.aggregate.records import load_run
+from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.launch.cli import app
+from veribatch.tasks.refute import data
+from veribatch.verifiers.judge import REASONS
 
 pytestmark = pytest.mark.slow
 FAST = ["search_s=3", "filter_s=2", "run_s=3", "generator_s=5"]
@@ -87,7 +87,7 @@ def test_reference_rows_on_the_slurm_cluster(slurm_cluster: dict[str, str], tmp_
     """`launch refute` as a user types it, on the real cluster: two shards as a job array,
     then status until complete; the judge runs in bubblewrap inside the SLURM job."""
     env = {**os.environ, **slurm_cluster}
-    cli = [sys.executable, "-m", "launch"]
+    cli = [sys.executable, "-m", "veribatch"]
     args = ["refute", "--limit", "2", "--shards", "2", "--executor", "slurm", "--profile",
             "local-test", "--runs-dir", str(tmp_path), "-q", *sum((["-o", o] for o in FAST), [])]
     r = subprocess.run([*cli, *args], env=env, capture_output=True, text=True, timeout=300)
@@ -161,8 +161,8 @@ def test_tiny_model_oracle_randsearch_and_randsearch_oracle(tmp_path: Path, tiny
 
 def test_tiny_model_agentic_through_an_openai_endpoint(tmp_path: Path, tiny_model: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from inference.hf import HFEngine
-    from inference.serve_http import EngineServer
+    from veribatch.inference.hf import HFEngine
+    from veribatch.inference.serve_http import EngineServer
 
     dataset = _export(tmp_path, ("S12",))
     engine = HFEngine(str(tiny_model), batch_size=4)

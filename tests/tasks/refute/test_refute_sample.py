@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.refute import data
-from tasks.refute.problem import program, solutions
-from verifiers.judge import (
+from veribatch.tasks.refute import data
+from veribatch.tasks.refute.problem import program, solutions
+from veribatch.verifiers.judge import (
     JudgeLimits,
     Program,
     detect_sandbox,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.z3c import api
+from veribatch.verifiers.z3c import api
 
 LOOP = """
 extern int __VERIFIER_nondet_int(void);

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers import cfront
+from veribatch.verifiers import cfront
 
 SVCOMP = """/* a comment with while (1) inside */
 #include <assert.h>

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import z3
 
-from verifiers.z3c import cint
+from veribatch.verifiers.z3c import cint
 
 PAIRS = [(a, b) for a, b in itertools.product([-9, -7, -2, -1, 0, 1, 2, 7, 9, 2147483647],
                                                [-4, -3, -1, 1, 3, 4])]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from z3c_programs import CASES, UNSUPPORTED
 
-from verifiers.result import Status
-from verifiers.z3c import api
+from veribatch.verifiers.result import Status
+from veribatch.verifiers.z3c import api
 
 
 @pytest.mark.parametrize(("name", "expected", "text"), CASES, ids=[c[0] for c in CASES])
@@ -77,7 +77,7 @@ def test_undecidable_within_budget_is_timeout_or_unknown_never_a_verdict():
 
 
 def test_a_crashing_member_is_an_error_status_never_a_verdict(monkeypatch):
-    from verifiers.z3c import engines
+    from veribatch.verifiers.z3c import engines
 
     def boom(*args, **kwargs):
         raise KeyError("encoder bug")
@@ -90,7 +90,7 @@ def test_a_crashing_member_is_an_error_status_never_a_verdict(monkeypatch):
 def test_a_slice_that_overruns_is_killed_with_its_process_group(tmp_path, monkeypatch):
     import psutil
 
-    from verifiers.z3c import portfolio
+    from veribatch.verifiers.z3c import portfolio
 
     f = tmp_path / "p.c"
     f.write_text(CASES[0][2])

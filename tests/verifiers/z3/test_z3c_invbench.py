@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.result import Status
-from verifiers.z3c import api
+from veribatch.verifiers.result import Status
+from veribatch.verifiers.z3c import api
 
 # Quickly decided programs of the easy split (both verdicts) and some outside the subset.
 EASY_SAMPLE = [

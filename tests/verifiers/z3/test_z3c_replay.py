@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from z3c_programs import prog
 
-from verifiers import cfront
-from verifiers.result import Status
-from verifiers.z3c import api, replay
+from veribatch.verifiers import cfront
+from veribatch.verifiers.result import Status
+from veribatch.verifiers.z3c import api, replay
 
 UNSAFE = prog("""int main() { int a = __VERIFIER_nondet_int(); int b = __VERIFIER_nondet_int();
   if (a > 10 && b == a + 3) reach_error(); return 0; }""")

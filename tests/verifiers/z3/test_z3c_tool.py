@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from z3c_programs import CASES
 
-from verifiers.base import FinishedRun, Query
-from verifiers.result import Limits, Status
-from verifiers.z3 import Z3Tool
+from veribatch.verifiers.base import FinishedRun, Query
+from veribatch.verifiers.result import Limits, Status
+from veribatch.verifiers.z3 import Z3Tool
 
 SAFE = dict((n, t) for n, _, t in CASES)["inlined-calls-safe"]
 UNSAFE = dict((n, t) for n, _, t in CASES)["inlined-calls-unsafe"]
@@ -22,11 +22,11 @@ def test_cmdline_is_pinned(tmp_path: Path):
     tool = Z3Tool()
     q = Query((Path("/data/p.c"),))
     argv = tool.cmdline("/usr/bin/python3", q, Limits(wall_s=60), tmp_path)
-    assert argv == ["/usr/bin/python3", "-m", "verifiers.z3c", "/data/p.c", "--timeout", "59",
+    assert argv == ["/usr/bin/python3", "-m", "veribatch.verifiers.z3c", "/data/p.c", "--timeout", "59",
                     "--data-model", "ILP32", "--json"]
     q64 = Query((Path("/data/p.c"),), data_model="LP64", options=("--member", "bmc"))
     argv = tool.cmdline("/py", q64, Limits(wall_s=600, cpu_s=100), tmp_path)
-    assert argv == ["/py", "-m", "verifiers.z3c", "/data/p.c", "--timeout", "99",
+    assert argv == ["/py", "-m", "veribatch.verifiers.z3c", "/data/p.c", "--timeout", "99",
                     "--data-model", "LP64", "--json", "--member", "bmc"]
 
 
@@ -48,7 +48,7 @@ def _cli(tmp_path: Path, text: str, timeout: float = 20) -> str:
     f = tmp_path / "p.c"
     f.write_text(text)
     proc = subprocess.run(
-        [sys.executable, "-m", "verifiers.z3c", str(f), "--timeout", str(timeout), "--json"],
+        [sys.executable, "-m", "veribatch.verifiers.z3c", str(f), "--timeout", str(timeout), "--json"],
         capture_output=True, text=True, timeout=timeout + 30,
     )
     assert proc.returncode == 0, proc.stderr
@@ -77,13 +77,13 @@ def test_determine_result_without_json_is_error():
 
 
 def test_cli_exit_code_two_for_a_missing_file(tmp_path: Path):
-    proc = subprocess.run([sys.executable, "-m", "verifiers.z3c", str(tmp_path / "none.c")],
+    proc = subprocess.run([sys.executable, "-m", "veribatch.verifiers.z3c", str(tmp_path / "none.c")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "cannot read" in proc.stderr
 
 
 def test_runs_under_the_runner_with_limits(tmp_path: Path):
-    registry = pytest.importorskip("verifiers.registry")
+    registry = pytest.importorskip("veribatch.verifiers.registry")
     f = tmp_path / "p.c"
     f.write_text(UNSAFE)
     v = registry.get_verifier("z3")

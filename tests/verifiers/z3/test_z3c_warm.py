@@ -9,10 +9,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from verifiers.base import Query
-from verifiers.registry import get_verifier
-from verifiers.result import Limits, Status
-from verifiers.z3c import api, chc
+from veribatch.verifiers.base import Query
+from veribatch.verifiers.registry import get_verifier
+from veribatch.verifiers.result import Limits, Status
+from veribatch.verifiers.z3c import api, chc
 
 # Safe for any number of iterations: Spacer proves it (i == j); no bounded unrolling can.
 UNBOUNDED = """\
@@ -39,7 +39,7 @@ def test_queries_run_as_warm_forks_not_fresh_interpreters(hard_c: str, tmp_path:
     root = psutil.Process(proc._root)
     # A fork of the fork server running verifiers.z3c's main(), not an exec of `python -m`.
     assert root.name() == "vb-warm", root.name()
-    assert "verifiers.forkserver" in " ".join(root.cmdline())
+    assert "veribatch.verifiers.forkserver" in " ".join(root.cmdline())
     res = q.kill()
     assert res.status is Status.UNKNOWN and res.termination_reason == "cancelled"
     ok = tmp_path / "ok.c"
@@ -72,7 +72,7 @@ def test_the_recheck_gets_the_rest_of_the_budget(invbench_easy: Path) -> None:
 
     probe = (
         "import json, sys\n"
-        "from verifiers.z3c import portfolio\n"
+        "from veribatch.verifiers.z3c import portfolio\n"
         "assert portfolio._can_fork()\n"
         "text = open(sys.argv[1]).read()\n"
         "out = portfolio.verify_text(text, 60, filename='egcd2-ll_valuebound1_2.c')\n"
@@ -98,10 +98,10 @@ def test_warm_up_leaves_an_untouched_context_for_the_queries() -> None:
     probe = "import z3; print(z3.Int('probe').get_id())"
     fresh = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                            check=True).stdout.strip()
-    warm = subprocess.run([sys.executable, "-c", "import verifiers.z3c.__main__ as m; m.warm_up(); "
+    warm = subprocess.run([sys.executable, "-c", "import veribatch.verifiers.z3c.__main__ as m; m.warm_up(); "
                            + probe], capture_output=True, text=True, check=True).stdout.strip()
-    dirty = subprocess.run([sys.executable, "-c", "from verifiers.z3c import portfolio; "
-                            "from verifiers.z3c.__main__ import WARM_UP_PROGRAM as P; "
+    dirty = subprocess.run([sys.executable, "-c", "from veribatch.verifiers.z3c import portfolio; "
+                            "from veribatch.verifiers.z3c.__main__ import WARM_UP_PROGRAM as P; "
                             "portfolio.check_supported(P, 'ILP32', 'p'); " + probe],
                            capture_output=True, text=True, check=True).stdout.strip()
     assert warm == fresh and dirty != fresh, (fresh, warm, dirty)

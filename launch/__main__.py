@@ -1,5 +1,0 @@
-"""``python -m launch`` = the `launch` console script (handy where PATH lacks the venv)."""
-
-from .cli import main
-
-main()

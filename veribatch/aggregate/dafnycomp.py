@@ -1,0 +1,282 @@
+"""DafnyComp tables from a run's records (reads only the frames `launch aggregate` hands in).
+
+- ``dafnycomp_strip``: what stripping removed, per split (programs, declarations, clauses by
+  keyword) and its two self-checks (stable, bodies unchanged).
+- ``dafnycomp_answers``: per model/arm, how answers turned into candidates: extraction
+  outcomes (`tasks.extract`) and the integrity check (ok / cheat by kind / unchecked).
+- ``table1_dafnycomp`` (Table 1): syntax-correct and verified rates at Pass@1/2/4/8 per
+  model — the unbiased estimator of Chen et al. (`aggregate.stats.pass_at_k`) averaged over
+  instances, from n ≥ k samples each (columns for k > n are left out).  Both need the
+  integrity check; ``dafny_verified_at_1`` is Dafny's verdict alone, so the reference arm
+  ``stripped`` shows what verifies without any specification.
+- ``table1_by_functions``: the same per number of chained functions (2–5).
+- ``table2_failure_modes`` (Table 2): the candidates that did not verify, by failure mode
+  (`tasks.dafnycomp.failure_modes`, primary = first error), with counts and % of the failed
+  candidates, plus how many errors of each mode they contained.
+
+Table 1 and 2 need the verify stage (Dafny); without it only the first two are built.
+Every row carries ``covered`` and ``missing`` (instances of the run without a record).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from veribatch.aggregate.records import column, planned_instances
+from veribatch.aggregate.stats import pass_at_k
+from veribatch.aggregate.table import Metric, Plot, Table
+
+KS = (1, 2, 4, 8)
+REFERENCE_MODEL = "reference"
+TABLE2_ORDER = ("specification_fragility", "implementation_proof_misalignment", "reasoning_instability",
+                "other", "cheat", "unchecked", "no_program")
+
+
+def _expected(run_dir: Path, manifest: dict[str, Any]) -> dict[int | None, int]:
+    """Instances of the run per number of chained functions (instances.jsonl meta)."""
+    planned = planned_instances(run_dir, manifest)
+    if planned is None:
+        return {None: int(manifest.get("instance_count", 0))}
+    out: dict[int | None, int] = {}
+    for row in planned:
+        k = (row.get("meta") or {}).get("chain_length")
+        out[k] = out.get(k, 0) + 1
+    return out
+
+
+# ---------------------------------------------------------------- strip
+
+
+def strip_table(strip: pd.DataFrame, expected: int) -> Table:
+    rows = []
+    for split, g in (strip.groupby("split") if len(strip) else []):
+        ok = g[g["status"] == "ok"]
+        row = {"split": split, "covered": g["instance_id"].nunique(),
+               "missing": expected - g["instance_id"].nunique(),
+               "strip_errors": int((g["status"] == "strip_error").sum()),
+               "mismatches": int((g["status"] == "strip_mismatch").sum()),
+               "stable": int(column(g, "stable", False).fillna(False).astype(bool).sum()),
+               "bodies_preserved": int(column(g, "bodies_preserved", False).fillna(False).astype(bool).sum()),
+               "declarations": int(ok["declarations"].sum()),
+               "clauses_removed": int(ok["clauses_removed"].sum())}
+        for k in ("requires", "ensures", "reads", "modifies", "decreases"):
+            row[k] = int(column(ok, f"removed_{k}", 0).fillna(0).sum())
+        rows.append(row)
+    counts = ("covered", "strip_errors", "mismatches", "stable", "bodies_preserved", "declarations",
+              "clauses_removed", "requires", "ensures", "reads", "modifies", "decreases")
+    return Table(
+        key="dafnycomp_strip", title="DafnyComp: specifications stripped (§3.3)",
+        frame=pd.DataFrame(rows or [{"split": None, "covered": 0, "missing": expected}]),
+        caption=("Contract clauses removed before each body, by keyword. stable: strip(strip(p)) = "
+                 "strip(p); bodies_preserved: every body byte-identical; mismatches: programs "
+                 "failing either (never prompted); strip_errors: programs the scanner cannot read."),
+        index=("split",), metrics={c: Metric("count") for c in counts})
+
+
+# ---------------------------------------------------------------- answers
+
+
+def answers_table(check: pd.DataFrame, expected: int) -> Table:
+    cands = check[column(check, "sample_index", -1).fillna(-1).astype(int) >= 0] if len(check) else check
+    rows = []
+    for (model, arm), g in (cands.groupby(["model", "arm"], dropna=False) if len(cands) else []):
+        row: dict[str, Any] = {"model": model, "arm": arm, "covered": g["instance_id"].nunique(),
+                               "missing": expected - g["instance_id"].nunique(), "candidates": len(g)}
+        status = column(g, "check_status", "")
+        row["engine_errors"] = int((status == "engine_error").sum())
+        for outcome, n in column(g, "extraction").dropna().value_counts().items():
+            row[f"extraction={outcome}"] = int(n)
+        integ = column(g, "integrity")
+        for s in ("ok", "cheat", "unchecked"):
+            row[f"integrity={s}"] = int((integ == s).sum())
+        kinds: dict[str, int] = {}
+        for raw in column(g, "integrity_kinds").dropna():
+            for k in json.loads(raw):
+                kinds[k] = kinds.get(k, 0) + 1
+        for k, n in sorted(kinds.items()):
+            row[f"cheat:{k}"] = n
+        rows.append(row)
+    frame = pd.DataFrame(rows or [{"model": None, "arm": None, "covered": 0, "missing": expected}])
+    counts = [c for c in frame.columns if c not in ("model", "arm", "missing")]
+    return Table(
+        key="dafnycomp_answers", title="DafnyComp: answers, extraction and integrity",
+        frame=frame.fillna(0) if rows else frame,
+        caption=("extraction=: how the program was taken from the answer (ok, multiple_blocks → the "
+                 "last, bare → the whole answer, truncated/no_block/empty → no program; reference: "
+                 "the reference arms' own programs). integrity=: ok, cheat (any cheat kind; counted "
+                 "as neither syntax-correct nor verified) or unchecked (unreadable). cheat:K — "
+                 "candidates with cheat kind K (docs/dafnycomp.md). Arm 'stripped' is a cheat "
+                 "(trivial_spec) by construction: it has no specifications."),
+        index=("model", "arm"), metrics={c: Metric("count") for c in counts})
+
+
+# ---------------------------------------------------------------- Table 1
+
+
+def _candidates(verify: pd.DataFrame) -> pd.DataFrame:
+    if verify.empty:
+        return verify
+    v = verify[column(verify, "sample_index", -1).fillna(-1).astype(int) >= 0].copy()
+    for c in ("verified", "syntax_correct", "dafny_verified"):
+        v[c] = column(v, c, False).fillna(False).astype(bool)
+    return v
+
+
+def pass_rows(v: pd.DataFrame, group: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per group: pass@k of syntax-correct and verified (in %), and the per-instance values."""
+    rows, samples = [], []
+    for key, g in v.groupby(group, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        per = g.groupby("instance_id").agg(n=("verified", "size"), c_ver=("verified", "sum"),
+                                           c_syn=("syntax_correct", "sum"), c_dafny=("dafny_verified", "sum"))
+        n_min = int(per["n"].min())
+        row: dict[str, Any] = dict(zip(group, key, strict=True))
+        row.update(covered=len(per), n=n_min)
+        inst_vals: dict[str, dict[str, float]] = {iid: {} for iid in per.index}
+        for k in KS:
+            if k > n_min:
+                continue
+            for name, col in (("syntax", "c_syn"), ("verified", "c_ver")):
+                vals = {iid: 100.0 * pass_at_k(int(r.n), int(getattr(r, col)), k) for iid, r in per.iterrows()}
+                row[f"{name}_at_{k}"] = round(sum(vals.values()) / len(vals), 2)
+                for iid, val in vals.items():
+                    inst_vals[iid][f"{name}_at_{k}"] = val
+        dafny1 = {iid: 100.0 * pass_at_k(int(r.n), int(r.c_dafny), 1) for iid, r in per.iterrows()}
+        row["dafny_verified_at_1"] = round(sum(dafny1.values()) / len(dafny1), 2)
+        row["cheats"] = int((column(g, "outcome") == "cheat").sum())
+        row["no_program"] = int((column(g, "outcome") == "no_program").sum())
+        rows.append(row)
+        for iid, vals in inst_vals.items():
+            samples.append({**dict(zip(group, key, strict=True)), "instance_id": iid, **vals,
+                            "dafny_verified_at_1": dafny1[iid]})
+    return rows, samples
+
+
+def _pass_metrics(frame: pd.DataFrame, reference_only: bool) -> dict[str, Metric]:
+    m: dict[str, Metric] = {}
+    for c in frame.columns:
+        if c.startswith(("syntax_at_", "verified_at_", "dafny_verified_at_")):
+            m[c] = Metric("mean", sampled=not reference_only, unit="%")
+        elif c in ("cheats", "no_program"):
+            m[c] = Metric("count", higher_is_better=False)
+        elif c == "covered":
+            m[c] = Metric("count")
+    return m
+
+
+def table1(verify: pd.DataFrame, by_chain: dict[int | None, int]) -> list[Table]:
+    expected = sum(by_chain.values())
+    v = _candidates(verify)
+    if v.empty:
+        return []
+    reference_only = bool((column(v, "model") == REFERENCE_MODEL).all())
+    caption = ("Pass@k (%): the unbiased estimator 1 - C(n-c, k)/C(n, k) per instance, averaged "
+               "over instances (Chen et al.), from the n samples each instance has (k > n not "
+               "shown). syntax: `dafny resolve` succeeds; verified: `dafny verify` with no errors, "
+               "no time-outs, no out-of-resource; both only with the integrity check passed. "
+               "dafny_verified_at_1: Dafny's verdict alone (integrity ignored). Model 'reference': "
+               "arm 'original' is the benchmark's program with its specs (must verify), arm "
+               "'stripped' the program without specs (what verifies without them).")
+    rows, samples = pass_rows(v, ["model", "arm"])
+    for r in rows:
+        r["missing"] = expected - r["covered"]
+    frame = pd.DataFrame(rows)
+    t1 = Table(key="table1_dafnycomp", title="Table 1: syntax-correct and verified rates (Pass@k, %)",
+               frame=frame, caption=caption, index=("model", "arm"),
+               metrics=_pass_metrics(frame, reference_only), samples=pd.DataFrame(samples))
+    v = v.assign(chain_length=pd.to_numeric(column(v, "chain_length"), errors="coerce"))
+    rows, samples = pass_rows(v, ["model", "arm", "chain_length"])
+    for r in rows:
+        k = None if pd.isna(r["chain_length"]) else int(r["chain_length"])
+        r["missing"] = by_chain.get(k, 0) - r["covered"]
+    frame = pd.DataFrame(rows)
+    frame["chain_length"] = frame["chain_length"].astype("Int64")
+    by = Table(key="table1_by_functions", title="Table 1 by number of chained functions (Pass@k, %)",
+               frame=frame, caption=caption + " Rows per number of chained functions (main_<K>node).",
+               index=("model", "arm", "chain_length"), metrics=_pass_metrics(frame, reference_only),
+               samples=pd.DataFrame(samples))
+    return [t1, by, pass_curve(t1)]
+
+
+def pass_curve(t1: Table) -> Table:
+    """Table 1 in long form (one row per model × arm × k), so the report can draw the pass@k
+    curves a reader of the paper expects; the numbers are Table 1's, nothing new."""
+    rows = []
+    for _, r in t1.frame.iterrows():
+        for k in KS:
+            if f"verified_at_{k}" in r and pd.notna(r[f"verified_at_{k}"]):
+                rows.append({"model": r["model"], "arm": r["arm"], "who": f"{r['model']} ({r['arm']})",
+                             "k": k, "syntax": r[f"syntax_at_{k}"], "verified": r[f"verified_at_{k}"],
+                             "covered": r["covered"], "missing": r["missing"]})
+    return Table(key="pass_at_k_dafnycomp", title="Pass@k curves (Table 1 by k)",
+                 frame=pd.DataFrame(rows), index=("model", "arm", "k"),
+                 plots=(Plot("line", x="k", y=("syntax", "verified"), series="who",
+                             x_label="k (samples per program)", y_label="pass@k (%)"),),
+                 caption="Table 1's syntax-correct and verified Pass@k, one row per k (for the plot).")
+
+
+# ---------------------------------------------------------------- Table 2
+
+
+def _category(r: pd.Series) -> str:
+    if r.get("outcome") == "no_program":
+        return "no_program"
+    if r.get("arm") == "model" and r.get("integrity") in ("cheat", "unchecked"):
+        return str(r["integrity"])
+    return str(r.get("dafny_failure_mode") or "other")
+
+
+def table2(verify: pd.DataFrame, expected: int) -> list[Table]:
+    v = _candidates(verify)
+    if v.empty:
+        return []
+    failed = v[~v["verified"]] if "arm" in v else v
+    if len(failed):
+        failed = failed.assign(category=failed.apply(_category, axis=1))
+    rows = []
+    for (model, arm), g in (v.groupby(["model", "arm"], dropna=False)):
+        f = failed[(failed["model"] == model) & (failed["arm"] == arm)] if len(failed) else failed
+        errors: dict[str, int] = {}
+        for raw in column(f, "dafny_failure_modes").dropna():
+            for mode in json.loads(raw):
+                errors[mode] = errors.get(mode, 0) + 1
+        counts = f["category"].value_counts() if len(f) else pd.Series(dtype=int)
+        for cat in TABLE2_ORDER:
+            n = int(counts.get(cat, 0))
+            rows.append({"model": model, "arm": arm, "failure_mode": cat, "candidates": n,
+                         "failed": len(f), "pct_of_failed": round(100.0 * n / len(f), 1) if len(f) else None,
+                         "errors": errors.get(cat, 0) if cat in TABLE2_ORDER[:4] else None,
+                         "covered": g["instance_id"].nunique(),
+                         "missing": expected - g["instance_id"].nunique()})
+    frame = pd.DataFrame(rows)
+    return [Table(
+        key="table2_failure_modes", title="Table 2: failure modes of the candidates that did not verify",
+        frame=frame,
+        caption=("failure_mode of a candidate: that of the first error Dafny printed "
+                 "(specification fragility: postcondition, call precondition, frames; "
+                 "implementation–proof misalignment: invariant on entry, assertion, index/"
+                 "well-formedness; reasoning instability: invariant maintained, termination, "
+                 "decreases; other: parse, resolution, time-out, out-of-resource, unclassified). "
+                 "cheat/unchecked: model answers failing the integrity check; no_program: no "
+                 "program could be taken from the answer. Reference arms are classified by "
+                 "Dafny's messages alone. errors: errors of that mode in those candidates. "
+                 "Mapping: docs/dafnycomp.md."),
+        index=("model", "arm", "failure_mode"),
+        metrics={"candidates": Metric("count", higher_is_better=False),
+                 "pct_of_failed": Metric("rate", n_column="failed", higher_is_better=False),
+                 "errors": Metric("count", higher_is_better=False)})]
+
+
+def build_tables(run_dir: Path, manifest: dict[str, Any], stages: dict[str, pd.DataFrame]) -> list[Table]:
+    by_chain = _expected(run_dir, manifest)
+    expected = sum(by_chain.values())
+    tables = [strip_table(stages.get("strip", pd.DataFrame()), expected),
+              answers_table(stages.get("check", pd.DataFrame()), expected)]
+    verify = stages.get("verify")
+    if verify is not None:
+        tables += table1(verify, by_chain) + table2(verify, expected)
+    return tables

@@ -1,0 +1,210 @@
+"""`openai:NAME` — any OpenAI-compatible ``/v1/chat/completions`` endpoint.
+
+A `launch serve` job, a vLLM server or a cloud API.  Requests go out concurrently
+(bounded by `concurrency`), each with its own timeout; 429, 5xx, timeouts and dropped
+connections are retried with exponential backoff (honouring ``Retry-After``), other
+4xx are not.  Whatever still fails, or comes back unparsable, becomes an error
+completion for that request — the batch goes on.
+
+The API key is read from the environment (``OPENAI_API_KEY`` by default) — or, for a
+`launch serve` directory, from its endpoint.json (mode 0600) — at the moment a request is
+sent, and is never stored on the engine, in completions, logs or errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from veribatch.inference.common import error_completions, messages_json
+from veribatch.inference.errors import EngineError
+from veribatch.inference.types import Completion, Engine, Request
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class OpenAIEngine(Engine):
+    engine = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        serve_dir: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        concurrency: int = 8,
+        timeout_s: float = 120.0,
+        max_retries: int = 5,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+    ) -> None:
+        if not base_url and not serve_dir and not os.environ.get("OPENAI_BASE_URL"):
+            serve_dir = os.environ.get("VERIBATCH_SERVE_DIR") or None
+        if serve_dir and not base_url:  # a `launch serve` directory: read its endpoint file
+            from veribatch.inference.serve_job import read_endpoint
+
+            ep = read_endpoint(Path(serve_dir))
+            if not ep:
+                raise EngineError(f"openai: {serve_dir} has no endpoint.json; is the serve job up?")
+            base_url = ep["url"]
+            self.serve_dir: Path | None = Path(serve_dir)
+        else:
+            self.serve_dir = None
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        if not base_url:
+            raise EngineError(
+                "openai: no endpoint; pass base_url=... or set OPENAI_BASE_URL (any server), "
+                "or serve_dir=... / VERIBATCH_SERVE_DIR (a `launch serve` directory: URL and "
+                "token from its endpoint.json)"
+            )
+        self.model = model
+        self.revision = ""
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = api_key_env
+        self.concurrency = max(1, int(concurrency))
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.backoff_s = float(backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self.retries = 0  # total retries made, for stats and tests
+
+    # -- public sync API ----------------------------------------------------------------
+    def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.agenerate(requests))
+        # Called from inside an event loop (a notebook, an async task): use a thread.
+        box: dict[str, Any] = {}
+        t = threading.Thread(target=lambda: box.setdefault("r", asyncio.run(self.agenerate(requests))))
+        t.start()
+        t.join()
+        return box["r"]
+
+    async def agenerate(self, requests: Sequence[Request]) -> list[list[Completion]]:
+        sem = asyncio.Semaphore(self.concurrency)
+        limits = httpx.Limits(max_connections=self.concurrency)
+        async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits) as client:
+
+            async def one(r: Request) -> list[Completion]:
+                async with sem:
+                    return await self._ask(client, r)
+
+            return list(await asyncio.gather(*(one(r) for r in requests)))
+
+    # -- one request --------------------------------------------------------------------
+    def _payload(self, r: Request) -> dict[str, Any]:
+        s = r.sampling
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages_json(r),
+            "n": s.n,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "max_tokens": s.max_tokens,
+            "seed": s.seed,
+        }
+        if s.stop:
+            body["stop"] = list(s.stop)
+        return body
+
+    def _headers(self) -> dict[str, str]:
+        if self.serve_dir is not None:
+            from veribatch.inference.serve_job import auth_headers
+
+            return auth_headers(self.serve_dir)
+        key = os.environ.get(self.api_key_env)
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        if response is not None:
+            ra = response.headers.get("retry-after")
+            if ra:
+                try:
+                    return min(float(ra), self.max_backoff_s)
+                except ValueError:
+                    pass
+        base = min(self.backoff_s * (2**attempt), self.max_backoff_s)
+        return base * (0.5 + random.random() / 2)
+
+    async def _ask(self, client: httpx.AsyncClient, r: Request) -> list[Completion]:
+        url = f"{self.base_url}/chat/completions"
+        t0 = time.perf_counter()
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            response: httpx.Response | None = None
+            try:
+                response = await client.post(url, json=self._payload(r), headers=self._headers(),
+                                             timeout=self.timeout_s)
+            except httpx.TimeoutException:
+                last = f"timed out after {self.timeout_s:g} s"
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code == 200:
+                    return self._parse(r, response, time.perf_counter() - t0)
+                last = f"HTTP {response.status_code}: {response.text[:200]!r}"
+                if response.status_code not in RETRY_STATUS:
+                    break
+            if attempt < self.max_retries:
+                self.retries += 1
+                await asyncio.sleep(self._delay(attempt, response))
+        return self._errors(r, f"openai: {last} (after {attempt + 1} attempts)", t0)
+
+    def _errors(self, r: Request, error: str, t0: float) -> list[Completion]:
+        return error_completions(r, engine=self.engine, model=self.model, revision=self.revision,
+                                 error=error, latency_s=time.perf_counter() - t0)
+
+    def _parse(self, r: Request, response: httpx.Response, latency: float) -> list[Completion]:
+        try:
+            body = response.json()
+            choices = body["choices"]
+            if not isinstance(choices, list):
+                raise TypeError("'choices' is not a list")
+        except (ValueError, KeyError, TypeError) as exc:
+            snippet = response.text[:200]
+            return error_completions(
+                r, engine=self.engine, model=self.model, revision=self.revision, latency_s=latency,
+                error=f"openai: unparsable response ({exc}): {snippet!r}",
+            )
+        usage = body.get("usage") or {}
+        revision = str(body.get("system_fingerprint") or body.get("model") or "")
+        n = r.sampling.n
+        total = int(usage.get("completion_tokens") or 0)
+        share = [total // n + (1 if i < total % n else 0) for i in range(n)]
+        by_index: dict[int, Any] = {}
+        for pos, ch in enumerate(choices):
+            if isinstance(ch, dict):
+                by_index.setdefault(int(ch.get("index", pos)), ch)
+        out = []
+        for i in range(n):
+            ch = by_index.get(i)
+            msg = (ch or {}).get("message") if isinstance(ch, dict) else None
+            content = msg.get("content") if isinstance(msg, dict) else None
+            if ch is None or not isinstance(msg, dict):
+                out.append(Completion(
+                    request_id=r.id, index=i, text="", finish_reason="error",
+                    prompt_tokens=int(usage.get("prompt_tokens") or 0), completion_tokens=0,
+                    latency_s=latency, engine=self.engine, model=self.model,
+                    model_revision=revision, sampling=r.sampling.to_json(),
+                    error=f"openai: response has no choice {i}: {json.dumps(ch)[:200]}",
+                ))
+                continue
+            out.append(Completion(
+                request_id=r.id, index=i, text=content if isinstance(content, str) else "",
+                finish_reason=str(ch.get("finish_reason") or "unknown"),
+                prompt_tokens=int(usage.get("prompt_tokens") or 0), completion_tokens=share[i],
+                latency_s=latency, engine=self.engine, model=self.model, model_revision=revision,
+                sampling=r.sampling.to_json(),
+            ))
+        return out

@@ -1,0 +1,175 @@
+"""Data-parallel engine replicas as Ray actors (`open_engine(spec, replicas=N)`).
+
+Each replica is one actor holding one engine (``hf:`` or ``vllm:``).  A replica gets
+its own placement group of `tp` × `pp` bundles: with ``STRICT_PACK`` (pp = 1) all of a
+replica's tensor-parallel workers land on one node, so TP all-reduces never cross the
+network; a pipeline-parallel replica (a 480B-class model) uses ``PACK`` and may span
+nodes.  The actor is scheduled in bundle 0 and captures child tasks, so vLLM's own Ray
+workers (``distributed_executor_backend="ray"``) are placed in the same group.
+
+Requests are cut into chunks and handed to whichever replica is free (at most two
+chunks in flight per replica), so a slow replica does not hold the batch back.  A
+replica that dies has its chunk re-queued on the others; only when none is left does
+`generate` raise (an infrastructure failure: the shard is retried, not recorded).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from veribatch.inference.errors import EngineError, require_extra
+from veribatch.inference.registry import parse_spec
+from veribatch.inference.types import Completion, Engine, Request
+
+
+class _EngineActor:
+    """Body of the Ray actor: opens the engine inside the actor's process."""
+
+    def __init__(self, spec: str, options: dict[str, Any]) -> None:
+        from veribatch.inference.registry import open_engine
+
+        self.engine = open_engine(spec, **options)
+
+    def info(self) -> dict[str, str]:
+        return {"engine": self.engine.engine, "model": self.engine.model,
+                "revision": self.engine.revision, "pid": str(os.getpid())}
+
+    def generate(self, requests: list[Request]) -> list[list[Completion]]:
+        return self.engine.generate(requests)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def replica_bundles(tp: int, pp: int, cpus: float, gpus: float) -> tuple[list[dict[str, float]], str]:
+    """Placement-group bundles and strategy for one replica of `tp` × `pp` workers."""
+    bundle: dict[str, float] = {"CPU": cpus}
+    if gpus:
+        bundle["GPU"] = gpus
+    return [dict(bundle) for _ in range(max(1, tp) * max(1, pp))], ("STRICT_PACK" if pp <= 1 else "PACK")
+
+
+class RayEnginePool(Engine):
+    def __init__(
+        self,
+        spec: str,
+        *,
+        replicas: int = 1,
+        tp: int = 1,
+        pp: int = 1,
+        cpus_per_worker: float = 1,
+        gpus_per_worker: float | None = None,
+        chunk_size: int | None = None,
+        address: str | None = None,
+        ready_timeout_s: float = 300.0,
+        **engine_options: Any,
+    ) -> None:
+        ray = require_extra("ray", "ray")
+        from ray.util.placement_group import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        kind, name = parse_spec(spec)
+        self._ray = ray
+        self._remove_pg = remove_placement_group
+        self.engine, self.model, self.spec = kind, name, spec
+        self.replicas, self.tp, self.pp = int(replicas), int(tp), int(pp)
+        self.chunk_size = chunk_size
+        self._owns_ray = False
+        if not ray.is_initialized():
+            address = address or os.environ.get("RAY_ADDRESS")
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+            self._owns_ray = True
+        if gpus_per_worker is None:
+            gpus_per_worker = 1.0 if ray.cluster_resources().get("GPU", 0) > 0 else 0.0
+        if kind == "vllm" and (self.tp > 1 or self.pp > 1):
+            engine_options.setdefault("tp", self.tp)
+            engine_options.setdefault("pp", self.pp)
+            engine_options.setdefault("distributed_executor_backend", "ray")
+
+        bundles, strategy = replica_bundles(self.tp, self.pp, cpus_per_worker, gpus_per_worker)
+        self.placement_groups = [placement_group(bundles, strategy=strategy) for _ in range(self.replicas)]
+        ready = [pg.ready() for pg in self.placement_groups]
+        done, _ = ray.wait(ready, num_returns=len(ready), timeout=ready_timeout_s)
+        if len(done) < len(ready):
+            have = ray.cluster_resources()
+            self.close()
+            raise EngineError(
+                f"ray pool: {len(done)} of {self.replicas} replicas could be placed within "
+                f"{ready_timeout_s:g} s; each needs {bundles} ({strategy}), the cluster has "
+                f"CPU={have.get('CPU', 0):g} GPU={have.get('GPU', 0):g}"
+            )
+        single_worker = self.tp * self.pp == 1
+        actor_cls = ray.remote(_EngineActor)
+        self.actors = [
+            actor_cls.options(
+                num_cpus=cpus_per_worker if single_worker else 0,
+                num_gpus=gpus_per_worker if single_worker else 0,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    placement_group=pg,
+                    placement_group_bundle_index=0,
+                    placement_group_capture_child_tasks=True,
+                ),
+            ).remote(spec, engine_options)
+            for pg in self.placement_groups
+        ]
+        try:
+            infos = ray.get([a.info.remote() for a in self.actors], timeout=ready_timeout_s)
+        except Exception as exc:
+            self.close()
+            raise EngineError(f"ray pool: a replica of {spec} failed to start: {exc}") from exc
+        self.revision = infos[0]["revision"]
+        self.actor_pids = [int(i["pid"]) for i in infos]
+
+    def _chunks(self, n: int) -> list[range]:
+        size = self.chunk_size or max(1, math.ceil(n / (len(self.actors) * 4)))
+        return [range(i, min(n, i + size)) for i in range(0, n, size)]
+
+    def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
+        ray = self._ray
+        results: list[list[Completion] | None] = [None] * len(requests)
+        todo = deque(self._chunks(len(requests)))
+        live = list(self.actors)
+        inflight: dict[Any, tuple[Any, range]] = {}
+        while todo or inflight:
+            for actor in list(live):
+                while todo and sum(1 for a, _ in inflight.values() if a is actor) < 2:
+                    chunk = todo.popleft()
+                    ref = actor.generate.remote([requests[i] for i in chunk])
+                    inflight[ref] = (actor, chunk)
+            if not inflight:
+                raise EngineError(f"ray pool: every replica of {self.spec} has died")
+            done, _ = ray.wait(list(inflight), num_returns=1)
+            for ref in done:
+                actor, chunk = inflight.pop(ref)
+                try:
+                    out = ray.get(ref)
+                except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError):
+                    if actor in live:
+                        live.remove(actor)
+                    todo.appendleft(chunk)
+                    continue
+                for i, comps in zip(chunk, out, strict=True):
+                    results[i] = comps
+        return [r for r in results if r is not None]
+
+    def close(self) -> None:
+        ray = self._ray
+        for a in getattr(self, "actors", []):
+            with contextlib.suppress(Exception):  # already gone
+                ray.kill(a)
+        self.actors = []
+        for pg in getattr(self, "placement_groups", []):
+            with contextlib.suppress(Exception):
+                self._remove_pg(pg)
+        self.placement_groups = []
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()
+            self._owns_ray = False

@@ -1,0 +1,86 @@
+"""`open_engine(spec)` — the one entry point tasks use to get a model.
+
+A spec is ``ENGINE:NAME``: ``hf:PATH_OR_HUB_NAME``, ``vllm:HUB_NAME_OR_PATH``,
+``openai:SERVED_NAME`` (endpoint from ``base_url=`` or ``OPENAI_BASE_URL``) or
+``replay:RUN_DIR``.  Engines are imported lazily, so asking for ``hf:`` on a core
+install fails with the ``pip install`` line instead of breaking ``import inference``.
+
+``replicas=N`` (hf/vllm) runs N data-parallel copies as Ray actors
+(`inference.ray_pool`); with ``cache_dir`` every engine is wrapped in the completion
+cache so that a resumed shard does not ask again.
+
+Reference arms that are not models ("no candidate", "verifier-derived invariant") are
+not engines: tasks produce them themselves and label them as what they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from veribatch.inference.errors import EngineError, UnknownEngineError
+from veribatch.inference.types import Engine
+
+
+def _hf(name: str, **options: Any) -> Engine:
+    from veribatch.inference.hf import HFEngine
+
+    return HFEngine(name, **options)
+
+
+def _vllm(name: str, **options: Any) -> Engine:
+    from veribatch.inference.vllm_engine import VLLMEngine
+
+    return VLLMEngine(name, **options)
+
+
+def _openai(name: str, **options: Any) -> Engine:
+    from veribatch.inference.openai_http import OpenAIEngine
+
+    return OpenAIEngine(name, **options)
+
+
+def _replay(name: str, **options: Any) -> Engine:
+    from veribatch.inference.replay import ReplayEngine
+
+    return ReplayEngine(name, **options)
+
+
+ENGINES: dict[str, Callable[..., Engine]] = {
+    "hf": _hf,
+    "vllm": _vllm,
+    "openai": _openai,
+    "replay": _replay,
+}
+POOLABLE = ("hf", "vllm")
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """``"hf:/m"`` → ``("hf", "/m")``; unknown engines raise `UnknownEngineError` listing the known."""
+    kind, sep, name = spec.partition(":")
+    if kind not in ENGINES:
+        known = ", ".join(f"{k}:NAME" for k in ENGINES)
+        raise UnknownEngineError(f"unknown engine {kind!r} in model spec {spec!r}; known engines: {known}")
+    if not sep or not name:
+        raise EngineError(f"model spec {spec!r} has no name after {kind!r}: write {kind}:NAME")
+    return kind, name
+
+
+def open_engine(spec: str, *, cache_dir: Path | None = None, **options: Any) -> Engine:
+    """Open the engine named by `spec`; see the module docstring for the spec syntax."""
+    kind, name = parse_spec(spec)
+    replicas = int(options.pop("replicas", 0) or 0)
+    if replicas:
+        if kind not in POOLABLE:
+            raise EngineError(f"replicas= is for {', '.join(POOLABLE)} engines, not {kind}:")
+        from veribatch.inference.ray_pool import RayEnginePool
+
+        engine: Engine = RayEnginePool(spec, replicas=replicas, **options)
+    else:
+        engine = ENGINES[kind](name, **options)
+    if cache_dir is not None:
+        from veribatch.inference.cache import CachingEngine
+
+        engine = CachingEngine(engine, Path(cache_dir))
+    return engine

@@ -1,0 +1,600 @@
+"""The `launch` command line (Typer).
+
+    launch <task> [options]     plan a run, write its manifest, run or submit its stages
+    launch status RUN           per stage: shards done/running/pending/failed, instances done
+    launch resume RUN           re-run only incomplete (stage, shard) pairs (--dry-run: say which)
+    launch logs RUN [--failed]  error, shard log and SLURM output of shards
+    launch cancel RUN           scancel the run's jobs / stop its local shard processes
+    launch aggregate RUN        (re)build the run's tables
+
+Exit codes scripts can trust: 0 success (run complete); 1 the run is incomplete
+because shards failed; 2 bad input (unknown task/dataset/option/profile, run
+directory of another configuration, unwritable runs dir, a file system without
+locks); 3 the cluster refused or is unreachable; 4 still running or pending, nothing
+failed (`status`), or another launch/resume holds the run (`launch`, `resume`);
+130 interrupted (Ctrl-C).
+
+Start-up is kept cheap so that `status` can be polled: this module imports only
+Typer; tasks, the executors, pyarrow and the extension commands are imported when a
+command needs them (`launch status` never imports a task or pyarrow; `launch --help`
+and `launch <task>` import the tasks and `launch/commands/*`).  Extension modules in
+`launch/commands/<name>.py` define ``register(app, task_apps)``; keep their top-level
+imports light too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import pkgutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    import click
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    from .api import ExecChoice, LaunchOutcome
+    from .plan import Plan
+    from .rundir import RunDir
+    from .status import RunState
+
+SHARD_STATES = ("done", "running", "pending", "failed")
+EXIT_OK, EXIT_INCOMPLETE, EXIT_INPUT, EXIT_CLUSTER, EXIT_IN_PROGRESS = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+BUILTIN = ("status", "resume", "logs", "cancel", "aggregate")
+
+
+class _LazyConsole:
+    """A rich Console made on first use: importing rich costs start-up time `--help` and
+    `status --json` do not need."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def get(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr, soft_wrap=True)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+
+out: Any = _LazyConsole(stderr=False)
+err: Any = _LazyConsole(stderr=True)
+
+
+class _LazyGroup(TyperGroup):
+    """The top-level group: task commands and `launch/commands/*` are added on first need.
+
+    `launch status RUN` never imports them; `launch --help`, a task name or an extension
+    command does (once)."""
+
+    def _load(self) -> None:
+        if getattr(self, "_loaded", False):
+            return
+        self._loaded = True
+        _load_everything()
+        fresh = typer.main.get_group(app)
+        for name, cmd in fresh.commands.items():
+            self.commands.setdefault(name, cmd)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self._load()
+        return super().get_command(ctx, cmd_name)
+
+
+app = typer.Typer(help="Run LLM program-verification benchmarks on a laptop or a SLURM cluster.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  cls=_LazyGroup)
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    """Every package owns its "unknown name" error (tasks, engines, verifiers), since
+    inference/ and verifiers/ import nothing of ours; imported only when something failed."""
+    from veribatch.inference.errors import EngineError, UnknownEngineError
+    from veribatch.tasks.base import DatasetError, UnknownNameError
+    from veribatch.verifiers.registry import UnknownToolError
+
+    from .instances import RunDirError
+    from .locks import LockUnsupportedError
+    from .manifest import RunConflictError
+    from .plan import PlanError
+    from .profiles import ProfileError
+    from .rundir import RunNotFoundError
+
+    return (UnknownNameError, UnknownEngineError, EngineError, UnknownToolError, DatasetError,
+            PlanError, ProfileError, RunConflictError, RunNotFoundError, RunDirError,
+            LockUnsupportedError, FileNotFoundError, ValueError)
+
+
+def interrupted() -> typer.Exit:
+    err.print("interrupted; finished instances are kept in the ledgers "
+              "(launch resume RUN continues)", highlight=False)
+    return typer.Exit(EXIT_INTERRUPTED)
+
+
+def guarded(fn: Callable[[], Any]) -> Any:
+    """Map known errors to a one-line message and a documented exit code."""
+    try:
+        return fn()
+    except KeyboardInterrupt:
+        raise interrupted() from None
+    except Exception as e:
+        from .executors.slurm import SubmitError
+        from .locks import RunBusyError
+
+        if isinstance(e, SubmitError):
+            raise fail(str(e), EXIT_CLUSTER) from None
+        if isinstance(e, RunBusyError):
+            raise fail(str(e), EXIT_IN_PROGRESS) from None
+        if isinstance(e, PermissionError):
+            raise fail(f"permission denied: {e.filename or e}", EXIT_INPUT) from None
+        if isinstance(e, _input_errors()):
+            raise fail(str(e), EXIT_INPUT) from None
+        raise
+
+
+RunsDirOpt = Annotated[Path | None, typer.Option("--runs-dir", help="Where run directories live "
+                                                 "(env VERIBATCH_RUNS_DIR; default ./runs).")]
+RunArg = Annotated[str, typer.Argument(help="Run id, run name, or path to a run directory.")]
+
+
+def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
+    from rich.table import Table as RichTable
+
+    t = RichTable(title=f"plan {plan.run_id} → {root}")
+    for col in ("stage", "resource", "needs", "shards", "instances/shard", "cpus", "gpus", "mem GB"):
+        t.add_column(col)
+    sizes = [b - a for a, b in plan.shard_bounds()]
+    per = f"{min(sizes)}–{max(sizes)}" if min(sizes) != max(sizes) else str(sizes[0])
+    for s in plan.stages:
+        t.add_row(s.name, s.resource, ",".join(s.needs) or "-", str(plan.shards), per,
+                  str(s.cpus_per_task), str(s.gpus_per_task), str(s.mem_gb))
+    t.add_row("aggregate", "cpu", "all", "1", "-", "1", "0", "4")
+    out.print(t)
+    out.print(f"{len(plan.instances)} instances, dataset {plan.config.dataset!r}, "
+              f"model {plan.config.model or '(reference arms)'}, executor {choice.executor}"
+              + (f", profile {choice.profile}" if choice.profile else ""), highlight=False)
+    if choice.executor == "slurm":
+        from .profiles import job_time
+
+        prof = choice.profile_obj()
+        for s in plan.stages:
+            spec = prof.for_resource(s.resource, s.name)
+            t = job_time(spec, {"resource": s.resource, "seconds_per_instance": s.seconds_per_instance},
+                         max(sizes), plan.config.model)
+            out.print(f"  {s.name}: partition {spec.partition or '(cluster default)'}"
+                      + (f", gres {spec.gres}" if spec.gres else "")
+                      + f", time {t.describe()}", highlight=False)
+    else:
+        from .executors.local import available_cpus
+
+        n, why = available_cpus()
+        out.print(f"  local executor: {choice.workers or n} CPU(s) for shard processes"
+                  + ("" if choice.workers else f" ({why})"), highlight=False)
+
+
+def _describe_todo(o: LaunchOutcome, choice: ExecChoice) -> None:
+    """`resume --dry-run`: what would be (re)submitted, and why, shard by shard."""
+    todo = o.plan
+    assert todo is not None
+    if not todo:
+        out.print(f"run {o.run_id}: nothing would be resubmitted", highlight=False)
+    else:
+        out.print(f"run {o.run_id}: `launch resume` would run {todo.count} shard(s) with the "
+                  f"{choice.executor} executor"
+                  + (f" (profile {choice.profile})" if choice.profile else ""), highlight=False)
+        for stage, shards in todo.shards.items():
+            for k in shards:
+                line = f"  {stage}/{k}: {todo.why.get((stage, k), '')}"
+                waits = [f"{u}/{k} (job {j})" for (u, uk), j in todo.waiting_on.items()
+                         if uk == k]
+                if waits and stage != next(iter(todo.shards)):
+                    line += f"; would wait for {', '.join(waits)}"
+                out.print(line, highlight=False)
+    if todo is not None and todo.supersede:
+        out.print("would scancel queued job(s) waiting on resubmitted work: "
+                  + ", ".join(sorted(set(todo.supersede.values()))), highlight=False)
+
+
+def _report(o: LaunchOutcome, quiet: bool = False) -> int:
+    for n in o.notes:
+        err.print(n, highlight=False, markup=False)
+    s = o.submit
+    if s is not None and not s.finished:
+        for j in s.jobs:
+            out.print(f"submitted {j['stage']}: job {j['array_id']} "
+                      f"({len(j['jobs'])} element(s); dependency {j.get('dependency') or '-'})",
+                      highlight=False)
+        out.print(f"follow with: launch status {o.rd.root}", highlight=False)
+        return EXIT_OK
+    if s is not None and s.failed:
+        err.print(f"[red]{len(s.failed)} shard(s) failed:[/] "
+                  + ", ".join(f"{a}/{b}" for a, b in s.failed[:10])
+                  + (f"; {s.message}" if s.message else ""), highlight=False)
+        err.print(f"see: launch logs {o.rd.root} --failed; then: launch resume {o.rd.root}",
+                  highlight=False)
+    if o.aggregate is not None:
+        if not quiet and o.aggregate.markdown:
+            out.print(o.aggregate.markdown, highlight=False, markup=False, soft_wrap=True)
+        if o.aggregate.paths:
+            out.print(f"tables: {o.rd.root / 'tables'}", highlight=False)
+        if not o.aggregate.complete:
+            err.print(f"[yellow]tables are partial:[/] {o.aggregate.message}", highlight=False)
+    return EXIT_OK if o.ok else EXIT_INCOMPLETE
+
+
+def _unmet(message: str) -> int:
+    """What a task could not run here: said after the stages that could run, exit 2."""
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    return EXIT_INPUT
+
+
+def _task_help(name: str) -> str:
+    """The task's own menu in `launch <task> --help`: datasets, -o options, strategies and
+    verifiers, read from the task itself so the help cannot drift from the code."""
+    from veribatch.tasks.base import get_task
+
+    task = get_task(name)
+    opts = task.default_options()
+    paragraphs = [
+        f"Run the {name} benchmark.",
+        f"Datasets (--dataset; default {task.default_dataset}):\n"
+        + "\n".join(f"  {k}: {v}" for k, v in sorted(task.datasets().items())),
+        "Task options (-o KEY=VALUE; defaults shown):\n"
+        + ("\n".join(f"  {k}={v!r}" for k, v in opts.items()) or "  (none)"),
+        "Strategies (--strategy): " + ", ".join(task.strategies) + "\n"
+        + "Verifiers (--verifier): " + ", ".join(task.verifiers),
+    ]
+    # A paragraph after a \b line is printed as written (no rewrapping of the lists).
+    return paragraphs[0] + "".join("\n\n\b\n" + p for p in paragraphs[1:])
+
+
+def _task_app(name: str) -> typer.Typer:
+    sub = typer.Typer(help=_task_help(name), invoke_without_command=True, no_args_is_help=False)
+
+    @sub.callback(invoke_without_command=True)
+    def run(
+        ctx: typer.Context,
+        dataset: Annotated[str | None, typer.Option(help="Dataset name or path (listed above).")] = None,
+        model: Annotated[str | None, typer.Option(help="Engine spec, e.g. hf:/path or "
+                                                  "vllm:Qwen/Qwen2.5-72B-Instruct; none: "
+                                                  "the task's reference arms.")] = None,
+        executor: Annotated[str, typer.Option(help="local | slurm")] = "local",
+        profile: Annotated[str | None, typer.Option(help="SLURM profile name or YAML path.")] = None,
+        partition: Annotated[list[str] | None, typer.Option(
+            help="SLURM partition for all stages, or RESOURCE=NAME (cpu=..., gpu=...); "
+                 "repeatable; overrides the profile.")] = None,
+        account: Annotated[str | None, typer.Option(help="SLURM account (overrides profile).")] = None,
+        qos: Annotated[str | None, typer.Option(help="SLURM QOS (overrides profile).")] = None,
+        shards: Annotated[int, typer.Option(help="Shards per stage.")] = 1,
+        limit: Annotated[int | None, typer.Option(help="Use only K instances (the task's first K).")] = None,
+        option: Annotated[list[str] | None, typer.Option("--option", "-o",
+                                                         help="Task option KEY=VALUE (listed "
+                                                              "above); repeatable.")] = None,
+        n: Annotated[int | None, typer.Option("--n", help="Samples per instance.")] = None,
+        temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
+        seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
+        max_tokens: Annotated[int | None, typer.Option(help="Max completion tokens.")] = None,
+        strategy: Annotated[str | None, typer.Option(help="Task strategy (listed above).")] = None,
+        verifier: Annotated[str | None, typer.Option(help="Verifier name (listed above).")] = None,
+        runs_dir: RunsDirOpt = None,
+        run_name: Annotated[str | None, typer.Option(help="Directory name for the run "
+                                                     "(default: the run id).")] = None,
+        workers: Annotated[int | None, typer.Option(help="Local executor: CPUs for shard "
+                                                    "processes (default: those this process may use: its affinity mask, at most SLURM_CPUS_ON_NODE).")] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan, submit "
+                                              "nothing.")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or "
+                                            "tables.")] = False,
+    ) -> None:
+        if ctx.invoked_subcommand is not None:
+            return
+        from .api import ExecChoice, launch_run, plan_run, run_directory
+
+        choice = ExecChoice(executor=executor, profile=profile, partitions=partition or (),
+                            account=account, qos=qos, workers=workers)
+        sampling = {"n": n, "temperature": temperature, "seed": seed, "max_tokens": max_tokens}
+
+        def go() -> int:
+            plan = plan_run(name, dataset=dataset, model=model, sampling=sampling,
+                            options=option or (), shards=shards, limit=limit,
+                            strategy=strategy, verifier=verifier)
+            choice.validate([(s.name, s.resource) for s in plan.stages])
+            root = run_directory(plan, runs_dir, run_name)
+            from veribatch.tasks.base import get_task
+
+            unmet = get_task(name).unmet_requirements(plan.config)  # e.g. a verifier not here
+            if dry_run:
+                _describe_plan(plan, root, choice)
+                return _unmet(unmet) if unmet else EXIT_OK
+
+            def ready(rd: RunDir, created: bool) -> None:
+                out.print(f"run {plan.run_id}: {rd.root}" + ("" if created else
+                          " (existing: only what is incomplete runs)"), highlight=False)
+
+            code = _report(launch_run(plan, root, choice, progress=not quiet, on_ready=ready),
+                           quiet)
+            if unmet:  # said last, so it is not lost above the tables; failed shards win
+                hint = _unmet(unmet)
+                return code if code != EXIT_OK else hint
+            return code
+
+        raise typer.Exit(guarded(go))
+
+    return sub
+
+
+task_apps: dict[str, typer.Typer] = {}
+_everything_loaded = False
+
+
+def _load_everything() -> None:
+    """Add a sub-command per task and the commands of `launch/commands/*` (once)."""
+    global _everything_loaded
+    if _everything_loaded:
+        return
+    _everything_loaded = True
+    from veribatch.tasks.base import task_names
+
+    for name in task_names():
+        task_apps[name] = _task_app(name)
+        app.add_typer(task_apps[name], name=name)
+    _register_commands()
+
+
+def _load(run: str, runs_dir: Path | None) -> RunDir:
+    from .rundir import resolve_run
+
+    return guarded(lambda: resolve_run(run, runs_dir))
+
+
+def _status_table(st: RunState) -> RichTable:
+    from rich.table import Table as RichTable
+
+    t = RichTable(title=f"run {st.manifest['run_id']} ({st.rd.root})")
+    for head in ("stage", "shards", "done", "running", "pending", "failed", "instances done"):
+        t.add_column(head, justify="right" if head != "stage" else "left")
+    for name, col in st.shards.items():
+        c = st.counts(name)
+        t.add_row(name, str(len(col)), str(c["done"]), str(c["running"]), str(c["pending"]),
+                  f"[red]{c['failed']}[/]" if c["failed"] else "0",
+                  f"{sum(s.recorded for s in col)}/{sum(s.instances for s in col)}")
+    agg = st.aggregate_state
+    t.add_row("aggregate", "1", "1" if agg == "complete" else "0", "0",
+              "0" if agg == "complete" else "1", "0", agg)
+    return t
+
+
+def _in_progress(st: RunState) -> bool:
+    return st.aggregating or any(s.state in ("running", "pending") and (s.state == "running" or s.job_state)
+               for col in st.shards.values() for s in col)
+
+
+def _status_json(st: RunState) -> dict[str, Any]:
+    return {
+        "run_id": st.manifest["run_id"], "run_dir": str(st.rd.root), "complete": st.complete,
+        "stages": {name: {**{k: st.counts(name)[k] for k in SHARD_STATES}, "instances":
+                          sum(s.instances for s in col),
+                          "instances_done": sum(s.recorded for s in col)}
+                   for name, col in st.shards.items()},
+        "failed": [{"stage": s.stage, "shard": s.shard, "reason": s.reason, "job": s.job}
+                   for s in st.failed()],
+        "blocked": [{"stage": s.stage, "shard": s.shard, "reason": s.reason}
+                    for col in st.shards.values() for s in col if s.blocked],
+        "aggregate": st.aggregate_state,
+        "aggregate_job": st.aggregate_job,
+        "code_versions": dict(st.code_versions),
+        "problems": st.problems,
+    }
+
+
+@app.command()
+def status(run: RunArg, runs_dir: RunsDirOpt = None,
+           as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
+           live: Annotated[bool, typer.Option(help="Ask squeue/sacct for live job "
+                                              "states.")] = True,
+           watch: Annotated[float | None, typer.Option(
+               help="Refresh every SECONDS until nothing runs or is queued.")] = None) -> None:
+    """Per stage: shards done/running/pending/failed and instances done (from the run dir)."""
+    from .status import run_state
+
+    rd = _load(run, runs_dir)
+    st = guarded(lambda: run_state(rd, live=live))
+    if watch and not as_json:
+        from rich.live import Live
+
+        try:
+            with Live(_status_table(st), console=out.get(), refresh_per_second=4) as view:
+                while _in_progress(st):
+                    time.sleep(max(0.5, watch))
+                    st = run_state(rd, live=live)
+                    view.update(_status_table(st))
+        except KeyboardInterrupt:
+            raise interrupted() from None
+        out.print()
+    for p in st.problems:
+        err.print(f"warning: {p}", highlight=False, markup=False)
+    if as_json:
+        print(json.dumps(_status_json(st), indent=2))
+    else:
+        if not watch:
+            out.print(_status_table(st))
+        for s in st.failed()[:20]:
+            out.print(f"[red]failed[/] {s.stage}/{s.shard}"
+                      + (f" (job {s.job})" if s.job else "") + f": {s.reason}", highlight=False)
+        if len(st.failed()) > 20:
+            out.print(f"... and {len(st.failed()) - 20} more (launch logs --failed)")
+        if len(st.code_versions) > 1:
+            out.print("complete shards come from several code versions: " + ", ".join(
+                f"{v} ({n})" for v, n in sorted(st.code_versions.items())), highlight=False)
+        if st.aggregate_state == "stale":
+            out.print("aggregate is stale: shards changed since the tables were built "
+                      f"(launch aggregate {rd.root})", highlight=False)
+    if st.complete and not st.aggregating:
+        raise typer.Exit(EXIT_OK)
+    raise typer.Exit(EXIT_INCOMPLETE if st.failed() else EXIT_IN_PROGRESS)
+
+
+@app.command()
+def resume(run: RunArg, runs_dir: RunsDirOpt = None,
+           executor: Annotated[str | None, typer.Option(help="local | slurm (default: as "
+                                                        "last launched).")] = None,
+           profile: Annotated[str | None, typer.Option(help="SLURM profile.")] = None,
+           partition: Annotated[list[str] | None, typer.Option(help="Partition override.")] = None,
+           workers: Annotated[int | None, typer.Option(help="Local executor: CPUs to use.")] = None,
+           dry_run: Annotated[bool, typer.Option("--dry-run", help="Say which shards would be "
+                                                 "(re)submitted and why; change nothing.")] = False,
+           quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False) -> None:
+    """Re-run only the incomplete (stage, shard) pairs; a complete run is a no-op."""
+    from .api import ExecChoice, last_choice, resume_run
+
+    rd = _load(run, runs_dir)
+    choice = None
+    if executor or profile or partition or workers:
+        last = guarded(lambda: last_choice(rd))
+        choice = ExecChoice(executor=executor or last.executor,
+                            profile=profile or last.profile,
+                            partitions=partition or last.partitions,
+                            account=last.account, qos=last.qos, workers=workers)
+    o = guarded(lambda: resume_run(rd, choice, progress=not quiet, dry_run=dry_run))
+    if dry_run:
+        for n in o.notes:
+            err.print(n, highlight=False, markup=False)
+        _describe_todo(o, choice or guarded(lambda: last_choice(rd)))
+        raise typer.Exit(EXIT_OK)
+    raise typer.Exit(_report(o, quiet))
+
+
+@app.command()
+def logs(run: RunArg, runs_dir: RunsDirOpt = None,
+         failed: Annotated[bool, typer.Option("--failed", help="Only failed shards.")] = False,
+         stage: Annotated[str | None, typer.Option(help="Only this stage.")] = None,
+         shard: Annotated[int | None, typer.Option(help="Only this shard.")] = None,
+         lines: Annotated[int, typer.Option(help="Tail length per file.")] = 30) -> None:
+    """Error, shard log and SLURM output of the selected shards."""
+    from .status import run_state
+
+    rd = _load(run, runs_dir)
+    st = guarded(lambda: run_state(rd))
+    shown = 0
+    for name, col in st.shards.items():
+        if stage and name != stage:
+            continue
+        for s in col:
+            if (failed and s.state != "failed") or (shard is not None and s.shard != shard):
+                continue
+            if not failed and not rd.shard_dir(name, s.shard).exists():
+                continue
+            shown += 1
+            out.rule(f"{name}/{s.shard}: {s.state}" + (f" — {s.reason}" if s.reason else ""))
+            files = [rd.error(name, s.shard), rd.log(name, s.shard),
+                     rd.shard_dir(name, s.shard) / "worker.err"]
+            if s.job:
+                files += [rd.slurm_logs / f"{s.job}_0_log.err", rd.slurm_logs / f"{s.job}_0_log.out"]
+            for f in files:
+                if f.exists() and f.stat().st_size:
+                    text = f.read_text(errors="replace")
+                    if f.name == "error.json":
+                        with contextlib.suppress(ValueError, AttributeError):
+                            text = json.loads(text).get("traceback", text)
+                    tail = "\n".join(text.splitlines()[-lines:])
+                    out.print(f"[bold]{f}[/]", highlight=False)
+                    out.print(tail, highlight=False, markup=False)
+    if not shown:
+        out.print("no failed shards" if failed else "no shard has logs yet")
+
+
+@app.command()
+def cancel(run: RunArg, runs_dir: RunsDirOpt = None) -> None:
+    """scancel every job the run ever submitted and stop its local processes (ledgers are kept).
+
+    RUN may also be a `launch serve` directory: its server is asked to stop, then scancelled."""
+    if (Path(run) / "serve.json").is_file():
+        from .commands.serve import stop_serve
+
+        out.print(f"stopped serve {run}: {stop_serve(Path(run))}", highlight=False)
+        return
+    from .api import cancel_run
+
+    rd = _load(run, runs_dir)
+    actions = guarded(lambda: cancel_run(rd))
+    out.print("\n".join(actions) if actions else "nothing to cancel")
+
+
+@app.command("aggregate")
+def aggregate_cmd(run: RunArg, runs_dir: RunsDirOpt = None,
+                  fmt: Annotated[list[str] | None, typer.Option(
+                      "--format", help="Extra formats besides md+csv: tex, html.")] = None) -> None:
+    """(Re)build the run's tables from its complete shards; exit 1 when shards are missing."""
+    from .finalize import aggregate_run
+
+    rd = _load(run, runs_dir)
+    res = guarded(lambda: aggregate_run(rd, ("md", "csv", *(fmt or []))))
+    out.print(res.markdown, highlight=False, markup=False, soft_wrap=True)
+    out.print(f"tables: {rd.tables}", highlight=False)
+    if not res.complete:
+        err.print(f"[yellow]partial:[/] {res.message}", highlight=False)
+        raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def _register_commands() -> None:
+    """Call `register(app, task_apps)` of every module in launch/commands/."""
+    from . import commands
+
+    for info in pkgutil.iter_modules(commands.__path__):
+        if info.name.startswith("_"):
+            continue
+        try:
+            module = importlib.import_module(f"{commands.__name__}.{info.name}")
+            register = getattr(module, "register", None)
+            if callable(register):
+                register(app, task_apps)
+        except Exception as e:  # noqa: BLE001  (one broken extension must not take down status/resume)
+            err.print(f"[yellow]warning:[/] commands from launch/commands/{info.name}.py are "
+                      f"unavailable: {type(e).__name__}: {e}", highlight=False)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        interrupted()
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def __getattr__(name: str) -> Any:
+    # `from launch.cli import get_task` (old callers) without importing tasks at start-up.
+    if name == "get_task":
+        from veribatch.tasks.base import get_task
+
+        return get_task
+    raise AttributeError(name)
+
+
+__all__ = ["app", "main"]

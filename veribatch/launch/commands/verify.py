@@ -1,0 +1,94 @@
+"""``launch verify FILE... [--tool ...]``: ask one verifier one question, outside any run.
+
+For a user checking a program, an image or a cluster node before launching a
+benchmark.  The result is printed (one JSON object with ``--json``).  Exit code 0
+whatever the verdict; 2 only when the query could not be run at all: a missing
+file, an unknown tool or runtime, a tool that is not installed, a query the tool
+cannot express (e.g. two C files for uautomizer).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+EXIT_CANNOT_RUN = 2
+DEFAULT_PROPERTY = {"dafny": "dafny-verify", "judge": "judge"}
+
+out = Console()
+err = Console(stderr=True)
+
+
+def verify_cmd(
+    files: Annotated[list[Path], typer.Argument(help="Program file(s); judge: PROGRAM INPUT [EXPECTED].")],
+    tool: Annotated[str, typer.Option("--tool", help="z3 | uautomizer | dafny | judge")] = "z3",
+    timeout: Annotated[float, typer.Option("--timeout", help="Wall-time limit, seconds.")] = 60.0,
+    memory: Annotated[int, typer.Option("--memory", help="Memory limit, MB.")] = 4096,
+    prop: Annotated[str | None, typer.Option("--property", help="unreach-call (C), dafny-verify, "
+                                             "dafny-resolve (syntax only), judge.")] = None,
+    data_model: Annotated[str, typer.Option("--data-model", help="ILP32 (32bit) or LP64.")] = "ILP32",
+    runtime: Annotated[str, typer.Option("--runtime", help="native | apptainer")] = "native",
+    image: Annotated[Path | None, typer.Option("--image", help="SIF image (apptainer).")] = None,
+    log_dir: Annotated[Path | None, typer.Option("--log-dir", help="Where the raw log goes "
+                                                 "[default: a fresh temp dir].")] = None,
+    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Reuse/store results "
+                                                   "here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Run one verifier query and print its verdict (exit 0 whatever the verdict)."""
+    from veribatch.verifiers.base import Query
+    from veribatch.verifiers.registry import UnknownToolError, get_verifier
+    from veribatch.verifiers.result import Limits
+
+    try:
+        for f in files:
+            if not f.is_file():
+                raise FileNotFoundError(f"no such file: {f}")
+        # Programs are text: a binary (or mis-encoded) file is a wrong argument, not a verdict.
+        for f in files[:1] if tool == "judge" else files:
+            _check_text(f)
+        verifier = get_verifier(tool, runtime=runtime, image=image, cache_dir=cache_dir)
+        query = Query(files=tuple(f.resolve() for f in files),
+                      property=prop or DEFAULT_PROPERTY.get(tool, "unreach-call"),
+                      data_model=data_model)
+        logs = log_dir or Path(tempfile.mkdtemp(prefix="veribatch-verify-"))
+        result = verifier.run(query, Limits(wall_s=timeout, memory_mb=memory), logs)
+    except (UnknownToolError, FileNotFoundError, ValueError) as e:  # ToolNotFoundError included
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        raise typer.Exit(EXIT_CANNOT_RUN) from None
+    if as_json:
+        print(json.dumps(result.to_json(), sort_keys=True))
+        return
+    out.print(f"[bold]{result.status}[/]  {result.tool} {result.tool_version}  "
+              f"{result.wall_s:.2f}s wall, {result.cpu_s:.2f}s CPU, {result.peak_mem_mb:.0f} MB, "
+              f"ended by {result.termination_reason}", highlight=False)
+    if result.reason:
+        out.print(f"reason: {result.reason}", highlight=False)
+    for inv in result.extras.get("invariants", [])[:20]:
+        out.print(f"invariant at line {inv['line']}: {inv['invariant']}", highlight=False)
+    for error in result.extras.get("errors", [])[:20]:
+        where = f"{error['file']}({error['line']},{error['col']})" if error.get("file") else "-"
+        out.print(f"{error.get('kind', 'error')}: {where}: {error['message']}", highlight=False)
+    out.print(f"log: {result.log_path}", highlight=False)
+
+
+def _check_text(path: Path) -> None:
+    data = path.read_bytes()
+    nul = data.find(b"\0", 0, 8192)
+    if nul >= 0:
+        raise ValueError(f"{path}: not a program text (a binary file: NUL byte at offset {nul})")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ValueError(f"{path}: line {line}: not UTF-8 text (byte 0x{data[e.start]:02x} at "
+                         f"offset {e.start})") from None
+
+
+def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:
+    app.command("verify")(verify_cmd)

@@ -1,0 +1,186 @@
+"""Planning a run: from CLI choices to a `RunConfig`, its run id and a shard assignment.
+
+Planning is pure (no files written): `--dry-run` prints exactly what a real launch
+would do.  The assignment is fixed here — instances sorted by id, shard k gets the
+contiguous slice ``[k*n//S, (k+1)*n//S)`` — and frozen into the run directory, so
+every stage of every attempt on every node sees the same instances in shard k.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from veribatch.inference.registry import parse_spec
+from veribatch.tasks.base import Instance, RunConfig, Stage, Task, UnknownNameError
+
+from .rundir import AGGREGATE_STAGE
+
+
+class PlanError(ValueError):
+    """A bad choice on the command line (unknown option, impossible shard count...)."""
+
+
+@dataclass
+class Plan:
+    config: RunConfig
+    run_id: str
+    stages: list[Stage]          # the task's stages, upstream first (aggregate is added by launch)
+    instances: list[Instance]    # sorted by id
+
+    @property
+    def shards(self) -> int:
+        return self.config.shards
+
+    def shard_bounds(self) -> list[tuple[int, int]]:
+        return shard_bounds(len(self.instances), self.config.shards)
+
+
+def shard_bounds(n: int, shards: int) -> list[tuple[int, int]]:
+    """Contiguous, deterministic, sizes differing by at most one."""
+    return [(k * n // shards, (k + 1) * n // shards) for k in range(shards)]
+
+
+def run_id_for(config: RunConfig) -> str:
+    return f"{config.task}-{config.identity()[:12]}"
+
+
+def _coerce(key: str, raw: str, default: Any) -> Any:
+    """Parse `raw` to the type of the task's default for `key` (so `-o n=3` is an int)."""
+    try:
+        if isinstance(default, bool):
+            low = raw.strip().lower()
+            if low in {"1", "true", "yes", "on"}:
+                return True
+            if low in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError("expected true/false")
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, str):
+            return raw
+        return json.loads(raw)  # lists, dicts, None: JSON on the command line
+    except ValueError as e:
+        kind = type(default).__name__ if default is not None else "JSON"
+        raise PlanError(f"option {key}={raw!r}: not a valid {kind} ({e})") from None
+
+
+def parse_options(task: Task, pairs: Sequence[str]) -> dict[str, Any]:
+    """`key=value` pairs validated against `Task.default_options()`; defaults filled in."""
+    defaults = task.default_options()
+    options = dict(defaults)
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise PlanError(f"option {pair!r}: expected key=value")
+        if key not in defaults:
+            known = ", ".join(sorted(defaults)) or "none"
+            raise PlanError(f"unknown option {key!r} for task {task.name}; known options: {known}")
+        options[key] = _coerce(key, raw, defaults[key])
+    return options
+
+
+def make_config(
+    task: Task,
+    *,
+    dataset: str | None = None,
+    model: str | None = None,
+    sampling: Mapping[str, Any] | None = None,
+    options: Sequence[str] = (),
+    shards: int = 1,
+    limit: int | None = None,
+    strategy: str | None = None,
+    verifier: str | None = None,
+) -> RunConfig:
+    dataset = dataset or task.default_dataset
+    known = task.datasets()
+    if dataset not in known and not _looks_like_path(dataset):
+        raise UnknownNameError(
+            f"unknown dataset {dataset!r} for task {task.name}; known datasets: "
+            + ", ".join(sorted(known))
+        )
+    if shards < 1:
+        raise PlanError(f"--shards must be at least 1, got {shards}")
+    if limit is not None and limit < 1:
+        raise PlanError(f"--limit must be at least 1, got {limit}")
+    if model is not None:
+        check_model_spec(model)  # an unknown engine or a missing path fails before any write
+    merged = dict(task.default_sampling(model))
+    merged.update({k: v for k, v in (sampling or {}).items() if v is not None})
+    kwargs: dict[str, Any] = {}
+    strategy = strategy or task.strategies[0]
+    if strategy not in task.strategies:
+        raise PlanError(f"unknown strategy {strategy!r} for task {task.name}; known strategies: "
+                        + ", ".join(task.strategies))
+    kwargs["strategy"] = strategy
+    verifier = verifier or task.verifiers[0]
+    if verifier not in task.verifiers:
+        raise PlanError(f"unknown verifier {verifier!r} for task {task.name}; known verifiers: "
+                        + ", ".join(task.verifiers))
+    kwargs["verifier"] = verifier
+    config = RunConfig(
+        task=task.name,
+        dataset=dataset,
+        dataset_hash=task.dataset_hash(dataset),
+        model=model,
+        sampling=merged,
+        shards=shards,
+        limit=limit,
+        options=parse_options(task, options),
+        **kwargs,
+    )
+    config = task.resolve_config(config)
+    return replace(config, versions=dict(task.versions(config)))
+
+
+def check_model_spec(model: str) -> None:
+    """Fail at plan time — not after the baseline stage has run for an hour — on a model
+    spec that cannot work: an unknown engine, a local model path (hf:/..., vllm:./...) that
+    does not exist, or a replay source that is not a directory."""
+    kind, name = parse_spec(model)
+    path = Path(name).expanduser()
+    if kind == "replay":
+        if not path.is_dir():
+            raise PlanError(f"--model {model}: replay needs a run directory; {path} "
+                            f"{'is not a directory' if path.exists() else 'does not exist'}")
+    elif kind in ("hf", "vllm") and name.startswith(("/", ".", "~")) and not path.exists():
+        raise PlanError(f"--model {model}: no model at {path} (a path, since it starts with "
+                        "'/', '.' or '~'; a hub name looks like ORG/NAME)")
+
+
+def _looks_like_path(dataset: str) -> bool:
+    return "/" in dataset or dataset.startswith(".")
+
+
+def make_plan(task: Task, config: RunConfig) -> Plan:
+    instances = sorted(task.load(config.dataset, limit=config.limit), key=lambda i: i.id)
+    seen: set[str] = set()
+    for inst in instances:
+        if inst.id in seen:
+            raise PlanError(f"dataset {config.dataset!r} has duplicate instance id {inst.id!r}")
+        seen.add(inst.id)
+    if not instances:
+        raise PlanError(f"dataset {config.dataset!r} has no instances")
+    if config.shards > len(instances):
+        raise PlanError(
+            f"--shards {config.shards} exceeds the {len(instances)} instances of {config.dataset!r}"
+        )
+    stages = task.stages(config)
+    names = [s.name for s in stages]
+    for i, s in enumerate(stages):
+        if s.name == AGGREGATE_STAGE or names.count(s.name) > 1:
+            raise PlanError(f"task {task.name}: stage name {s.name!r} is reserved or repeated")
+        for need in s.needs:
+            if need not in names[:i]:
+                raise PlanError(f"task {task.name}: stage {s.name!r} needs {need!r}, which is not upstream")
+    return Plan(config=config, run_id=run_id_for(config), stages=stages, instances=instances)
+
+
+def with_shards(config: RunConfig, shards: int) -> RunConfig:
+    return replace(config, shards=shards)

@@ -1,0 +1,248 @@
+"""The contract between a benchmark task and the run machinery in `launch/`.
+
+A task knows its data, its stages and how to turn one instance into records; it
+knows nothing about shards, ledgers, SLURM or resumption.  `launch/` knows
+nothing about any benchmark.  Everything that crosses that line is defined here,
+so a reader can see the whole extension point on one page:
+
+1. `Task.load(dataset, limit)` returns `Instance`s with stable ids.
+2. `Task.stages(config)` lists the `Stage`s of a run, in dependency order.
+3. For every (stage, shard), `launch/` calls `stage.run(instances, ctx)` with the
+   instances of that shard *not yet recorded* in the shard's ledger.  `run`
+   yields one `InstanceResult` per instance, as soon as it is done; `launch/`
+   appends it to the ledger before asking for the next, so a killed shard loses
+   at most the instance in flight.
+4. A task must turn every per-instance failure it can foresee (unparsable model
+   answer, verifier crash, timeout) into records carrying a status.  An
+   exception escaping `run` means the *shard* failed (infrastructure), and the
+   shard is retried by `launch resume`; it is never recorded as a verdict.
+
+Records are flat dicts of JSON-able scalars (str, int, float, bool, None); nested
+values must be JSON-encoded strings so every stage's records fit one parquet
+schema.  `launch/` adds `instance_id`, `stage` and `shard` columns itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol
+
+Resource = Literal["cpu", "gpu"]
+Record = dict[str, Any]
+
+
+class DatasetError(ValueError):
+    """Bad or missing benchmark data.  The message must name the file, row or instance."""
+
+
+class UnknownNameError(KeyError):
+    """An unknown task, dataset, engine or tool was asked for; the message lists the known ones."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it readable.
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One benchmark item.  `id` is stable across runs and machines: `<dataset>/<split>/<file>`."""
+
+    id: str
+    task: str
+    split: str
+    payload: Mapping[str, Any]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+def instance_dirname(instance_id: str) -> str:
+    """An instance id as one path component (ids hold ``/``), for its folder under a shard's
+    scratch directory."""
+    return instance_id.replace("/", "__")
+
+
+@dataclass(frozen=True)
+class InstanceResult:
+    """What one stage produced for one instance: zero or more records (e.g. one per candidate)."""
+
+    instance_id: str
+    records: list[Record]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that changes a run's results.  Its hash (see `identity`) is the run id's core.
+
+    `model` is an engine spec such as ``hf:/path/to/model`` or ``vllm:Qwen/Qwen2.5-72B-Instruct``;
+    ``None`` means the task's reference arms (no model).  `options` holds task-specific
+    knobs (InvBench: ``budget_s``, ``n_samples``...) with the task's defaults already applied.
+    """
+
+    task: str
+    dataset: str
+    dataset_hash: str
+    model: str | None = None
+    sampling: Mapping[str, Any] = field(default_factory=dict)
+    strategy: str = "default"
+    verifier: str = "z3"
+    verifier_version: str = ""
+    limits: Mapping[str, Any] = field(default_factory=dict)
+    shards: int = 1
+    limit: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    # Versions of what turns inputs into results beyond the fields above: prompt templates,
+    # answer parsers, the verifier encoding...  Filled at plan time from `Task.versions`, so a
+    # changed template is a new run id rather than a silent mix of old and new outputs.
+    versions: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return json.loads(json.dumps(asdict(self), sort_keys=True, default=str))
+
+    def identity(self) -> str:
+        """A sha256 over the canonical JSON of the config; same inputs ⇒ same hash."""
+        blob = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class StageContext(Protocol):
+    """What a running stage may ask of the run machinery (implemented in `launch/`)."""
+
+    run_dir: Path
+    stage: str
+    shard: int
+    config: RunConfig
+
+    def upstream(self, stage: str) -> dict[str, list[Record]]:
+        """Records of an upstream stage for this shard's instances, keyed by instance id."""
+        ...
+
+    def scratch_dir(self) -> Path:
+        """A per-shard directory for logs, generated programs, caches (kept for post-mortems)."""
+        ...
+
+    def progress(self, advance: int = 1) -> None:
+        """Tell the progress display that `advance` instances finished."""
+        ...
+
+
+StageFn = Callable[[list[Instance], StageContext], Iterator[InstanceResult]]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of a run.  Shard k of a stage reads shard k of every stage in `needs`.
+
+    On SLURM this becomes one job array on the `resource` partition, depending
+    element-wise (``aftercorr``) on the arrays of `needs`.
+    """
+
+    name: str
+    resource: Resource
+    run: StageFn
+    needs: tuple[str, ...] = ()
+    cpus_per_task: int = 1
+    gpus_per_task: int = 0
+    mem_gb: int = 4
+    # Wall-time estimate for one instance, used to size SLURM time limits.
+    seconds_per_instance: float = 60.0
+    # What `launch regress` compares per instance between two runs; a task declares it here so
+    # the comparison needs to know no task by name.  None: the stage has no such column.
+    verdict_column: str | None = None      # record column holding the verdict / status
+    time_column: str | None = None         # record column: seconds the record's work took
+    time_limit_column: str | None = None   # record column: the limit that time ran under
+    # Columns that tell apart several records of one instance (e.g. ``("sample",)``); records
+    # of the two runs are matched on (instance_id, *record_key).
+    record_key: tuple[str, ...] = ()
+    # Only records whose columns hold these values are compared (e.g. ``{"kind": "instance"}``
+    # when the stage also writes per-candidate detail records); empty: every record.
+    record_filter: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Task(ABC):
+    """A benchmark family.  Subclasses are registered with `register` and found by name."""
+
+    name: ClassVar[str]
+    default_dataset: ClassVar[str]
+    # `--strategy` values this task understands; the first is the default.  `launch/` refuses
+    # any other string before it can reach a run id.
+    strategies: ClassVar[tuple[str, ...]] = ("default",)
+    # `--verifier` values this task can use; the first is the default.  Refused like strategies,
+    # so a task never silently replaces the verifier a user asked for.
+    verifiers: ClassVar[tuple[str, ...]] = ("z3",)
+
+    @abstractmethod
+    def datasets(self) -> dict[str, str]:
+        """Known dataset names → one-line description (where it comes from)."""
+
+    @abstractmethod
+    def load(self, dataset: str, *, limit: int | None = None) -> list[Instance]:
+        """Instances of `dataset` in a stable order.  Raises `DatasetError` / `UnknownNameError`."""
+
+    @abstractmethod
+    def dataset_hash(self, dataset: str) -> str:
+        """Content hash of the dataset's files, so changed data ⇒ a new run id."""
+
+    @abstractmethod
+    def stages(self, config: RunConfig) -> list[Stage]:
+        """The stages of a run with this config, upstream first (aggregate is added by `launch/`)."""
+
+    def default_options(self) -> dict[str, Any]:
+        """Task-specific options and their defaults (merged into `RunConfig.options`)."""
+        return {}
+
+    def default_sampling(self, config_model: str | None) -> dict[str, Any]:
+        """Sampling parameters used when the user gives none."""
+        return {}
+
+    def versions(self, config: RunConfig) -> dict[str, str]:
+        """Versions (short hashes or labels) of the prompt template(s), answer parser and
+        verifier encoding this config uses.  `launch/` stores them in `RunConfig.versions`,
+        which is part of the run identity: editing a template must not let `resume` mix
+        answers to the old prompt with answers to the new one.  Called after
+        `resolve_config`."""
+        return {}
+
+    def unmet_requirements(self, config: RunConfig) -> str | None:
+        """Why part of this config's work cannot be done on this machine, and how to get what
+        is missing (e.g. a verifier that is not installed); None when nothing is missing.
+        `launch` runs the stages that can run, then prints this and exits 2, so a run whose
+        main stage was left out never looks like a finished one.  The task decides at
+        `resolve_config` time (recording it in the config, hence in the run id) and leaves
+        the stages that cannot run out of `stages`."""
+        return None
+
+    def resolve_config(self, config: RunConfig) -> RunConfig:
+        """Fill what the task alone knows before the run id is taken (verifier version or image
+        digest, limits...), so that a change in them makes a new run id.  Called once, at plan
+        time, by `launch/`; the default changes nothing.  Use `dataclasses.replace`."""
+        return config
+
+
+_REGISTRY: dict[str, type[Task]] = {}
+
+
+def register(cls: type[Task]) -> type[Task]:
+    """Class decorator: make a task reachable as ``launch <name>``."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def get_task(name: str) -> Task:
+    from veribatch import tasks
+    tasks.load_all()  # every task module, once, so that they register
+
+    try:
+        return _REGISTRY[name]()
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY)) or "none"
+        raise UnknownNameError(f"unknown task {name!r}; known tasks: {known}") from None
+
+
+def task_names() -> list[str]:
+    from veribatch import tasks
+    tasks.load_all()
+
+    return sorted(_REGISTRY)

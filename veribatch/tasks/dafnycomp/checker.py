@@ -1,0 +1,133 @@
+"""Checking one candidate program with Dafny 4.10: syntax (`dafny resolve`), then proof
+(`dafny verify`), cached by content — and telling the user how to get Dafny when it is not here.
+
+- syntax-correct (Table 1): ``dafny resolve`` succeeds (parse + type check), *and* the
+  integrity check passed;
+- verified: ``dafny verify`` reports no errors, no time-outs and no out-of-resource, *and*
+  the integrity check passed.  ``dafny verify`` runs only when resolve succeeded.
+
+Both queries go through `verifiers.registry.get_verifier` with a result cache
+(`verifiers.cache`): the key is the program's content, Dafny's version (and image digest)
+and the options, so a resumed shard, a duplicate sample or a second run with the same
+candidates never verifies twice.  The per-obligation limit (``--verification-time-limit``)
+and the cores Dafny may use are task options; the wall limit of a whole program is
+``budget_s``, enforced from outside by the runner.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from veribatch.tasks.base import RunConfig
+from veribatch.tasks.dafnycomp.failure_modes import OTHER, classify
+
+RESOLVE_LIMIT_S = 120.0
+MAX_ERRORS_KEPT = 50
+
+DAFNY_HINT = """\
+Dafny 4.10 is not available here, so the verify stage (syntax-correct and verified rates) \
+cannot run. Get it either way:
+  native:    install the .NET 8 runtime, then unzip \
+https://github.com/dafny-lang/dafny/releases/download/v4.10.0/dafny-4.10.0-x64-ubuntu-20.04.zip \
+and put its dafny/ folder on PATH (or set VERIBATCH_DAFNY=/path/to/dafny/dafny); \
+or `dotnet tool install --global dafny --version 4.10.0`
+  apptainer: `launch images build dafny` (containers/dafny.def; a first build prints the \
+archive's sha256 to pin there), then add `-o runtime=apptainer -o image=images/dafny.sif`
+Then run the same command again (a new run id: Dafny's version is part of it). \
+`-o verify=off` runs only the Dafny-free stages (strip, extraction, integrity) without this error."""
+
+
+class DafnyUnavailableError(ValueError):
+    """`-o verify=on` was asked for and Dafny cannot be run (launch exits 2)."""
+
+
+def verifier_for(config: RunConfig, cache_dir: Path | None = None) -> Any:
+    from veribatch.verifiers.registry import get_verifier
+
+    image = str(config.options.get("image") or "")
+    return get_verifier("dafny", runtime=str(config.options.get("runtime", "native")),
+                        image=Path(image) if image else None, cache_dir=cache_dir)
+
+
+def dafny_version(config: RunConfig) -> tuple[str | None, str]:
+    """(Dafny's version, "") when it can run here, else (None, why not)."""
+    from veribatch.verifiers.base import ToolNotFoundError
+
+    try:
+        return verifier_for(config).version, ""
+    except (ToolNotFoundError, FileNotFoundError, ValueError, RuntimeError, OSError) as e:
+        return None, str(e)
+
+
+def resolve_verify_option(config: RunConfig) -> RunConfig:
+    """`verify` = auto → on (Dafny found; its version recorded) or unavailable; on without
+    Dafny → `DafnyUnavailableError`; off → the Dafny-free stages only."""
+    want = str(config.options.get("verify", "auto"))
+    if want not in ("auto", "on", "off", "unavailable"):
+        raise ValueError(f"verify={want!r}: expected auto, on or off")
+    if want in ("off", "unavailable"):
+        return replace(config, verifier_version="")
+    version, why = dafny_version(config)
+    if version is None:
+        if want == "on":
+            raise DafnyUnavailableError(f"{why}\n{DAFNY_HINT}")
+        return replace(config, verifier_version="", options={**config.options, "verify": "unavailable"})
+    return replace(config, verifier_version=version, options={**config.options, "verify": "on"})
+
+
+def dafny_options(config: RunConfig) -> tuple[str, ...]:
+    o = config.options
+    return (f"--verification-time-limit:{int(o.get('obligation_time_limit_s', 30))}",
+            f"--cores:{int(o.get('cores', 1))}")
+
+
+def check_program(path: Path, config: RunConfig, verifier: Any, log_dir: Path) -> dict[str, Any]:
+    """Resolve, then (if that succeeded) verify one program file; the record fields."""
+    from veribatch.verifiers.base import Query
+    from veribatch.verifiers.result import Limits, Status
+
+    memory = int(config.options.get("memory_mb", 8192))
+    budget = float(config.options.get("budget_s", 300.0))
+    resolved = verifier.run(Query((path,), property="dafny-resolve"),
+                            Limits(wall_s=min(RESOLVE_LIMIT_S, budget), memory_mb=memory), log_dir)
+    out: dict[str, Any] = {
+        "resolve_status": str(resolved.status),
+        "resolve_time_s": resolved.wall_s,
+        "syntax_ok": resolved.status is Status.TRUE,
+        "verify_status": None,
+        "verify_time_s": None,
+        "dafny_verified": False,
+        "dafny_version": resolved.tool_version,
+        "budget_s": budget,
+        "log_path": resolved.log_path,
+    }
+    final = resolved
+    if out["syntax_ok"]:
+        verified = verifier.run(Query((path,), property="dafny-verify", options=dafny_options(config)),
+                                Limits(wall_s=budget, memory_mb=memory), log_dir)
+        final = verified
+        out.update(verify_status=str(verified.status), verify_time_s=verified.wall_s,
+                   dafny_verified=verified.status is Status.TRUE, log_path=verified.log_path,
+                   obligations_verified=verified.extras.get("verified"),
+                   timeouts=verified.extras.get("timeouts"),
+                   out_of_resource=verified.extras.get("out_of_resource"))
+    errors = list(final.extras.get("errors") or [])
+    warnings = list(final.extras.get("warnings") or []) + (
+        list(resolved.extras.get("warnings") or []) if final is not resolved else [])
+    primary, modes = classify(errors)
+    if not out["dafny_verified"] and primary is None:
+        primary = OTHER  # a wall-time kill, a crash: no error line to classify
+    out.update(
+        dafny_reason=final.reason,
+        phase=final.extras.get("phase"),
+        n_errors=len(errors),
+        errors=json.dumps(errors[:MAX_ERRORS_KEPT]),
+        warning_kinds=json.dumps(sorted({w.get("kind", "other") for w in warnings})),
+        dafny_failure_mode=None if out["dafny_verified"] else primary,
+        dafny_failure_modes=json.dumps(modes),
+        total_dafny_time_s=round(float(out["resolve_time_s"] or 0.0) + float(out["verify_time_s"] or 0.0), 4),
+    )
+    return out

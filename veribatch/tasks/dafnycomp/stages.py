@@ -1,0 +1,298 @@
+"""The stages of a DafnyComp run: strip → [generate] → check → [verify] (aggregate is launch's).
+
+- ``strip`` (cpu): the original program without its contract clauses (§3.3), with counts
+  (declarations, clauses removed by keyword) and two self-checks per program (stripping is
+  stable; every body is unchanged).
+- ``generate`` (gpu, only with a model): the prompt on the stripped program, `n_samples`
+  completions per instance.
+- ``check`` (cpu, no Dafny): per candidate, the program extracted from the answer
+  (`answer`) and the integrity check against the original (`integrity`).  Without a model
+  the candidates are the two reference arms — ``original`` (the specs re-inserted: the
+  benchmark's own program, which must verify) and ``stripped`` (no specs at all: shows what
+  verifies without them; its integrity is ``trivial_spec`` by definition) — never presented
+  as model output.
+- ``verify`` (cpu, Dafny 4.10; only when Dafny can run, see `checker`): resolve, then
+  verify each extracted program; syntax-correct and verified need the integrity check too.
+
+Every per-candidate problem (an engine error, no program in the answer, a cheat, a program
+Dafny rejects, a crash of Dafny) is a record with a status; only infrastructure failures
+escape as exceptions (the shard is then retried by `launch resume`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from veribatch.tasks.base import (
+    Instance,
+    InstanceResult,
+    Record,
+    RunConfig,
+    Stage,
+    StageContext,
+    instance_dirname,
+)
+from veribatch.tasks.dafnycomp.answer import extract_program
+from veribatch.tasks.dafnycomp.integrity import check as integrity_check
+from veribatch.tasks.dafnycomp.strip import strip, strip_specs
+from veribatch.tasks.dafnycomp.syntax import DafnySyntaxError, declarations
+from veribatch.tasks.sampling import sampling_for
+
+ARM_MODEL = "model"
+ARM_ORIGINAL = "original"
+ARM_STRIPPED = "stripped"
+REFERENCE_ARMS = (ARM_ORIGINAL, ARM_STRIPPED)
+MAX_DETAIL = 4000
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _index(rec: Record) -> int:
+    """A record's sample index (-1: an instance-level record; None reads as -1)."""
+    v = rec.get("sample_index")
+    return -1 if v is None else int(v)
+
+
+def _base(inst: Instance) -> Record:
+    return {"split": inst.split, "program": inst.payload["name"],
+            "chain_length": inst.meta.get("chain_length")}
+
+
+# ---------------------------------------------------------------- strip
+
+
+def strip_record(inst: Instance) -> Record:
+    program = inst.payload["program"]
+    rec: Record = {**_base(inst), "original_sha256": _sha(program)}
+    try:
+        result = strip_specs(program)
+    except DafnySyntaxError as e:
+        return {**rec, "status": "strip_error", "error": str(e)}
+    bodies = [program[a:b] for d in declarations(program) if d.body for a, b in [d.body]]
+    kept = [result.text[a:b] for d in declarations(result.text) if d.body for a, b in [d.body]]
+    stable = strip(result.text) == result.text
+    rec.update(
+        status="ok" if stable and bodies == kept else "strip_mismatch",
+        stripped=result.text,
+        stripped_sha256=_sha(result.text),
+        declarations=result.declarations,
+        methods=result.kinds["method"],
+        functions=result.kinds["function"] + result.kinds["predicate"],
+        lemmas=result.kinds["lemma"],
+        clauses_removed=result.clauses_removed,
+        **{f"removed_{k}": result.removed[k] for k in ("requires", "ensures", "reads", "modifies", "decreases")},
+        stable=stable,
+        bodies_preserved=bodies == kept,
+    )
+    return rec
+
+
+def run_strip(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
+    for inst in instances:
+        rec = strip_record(inst)
+        ctx.progress()
+        yield InstanceResult(inst.id, [rec])
+
+
+# ---------------------------------------------------------------- generate
+
+MAX_TOKENS = 8192  # a model run's default answer budget (`DafnyCompTask.default_sampling`)
+
+
+def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
+    from veribatch.inference import completion_to_record, open_engine
+    from veribatch.tasks.dafnycomp.prompt import build_request, template_hash
+
+    config = ctx.config
+    assert config.model is not None
+    strips = ctx.upstream("strip")
+    sampling = sampling_for(config, MAX_TOKENS)
+    ready, requests = [], []
+    for inst in instances:
+        rec = (strips.get(inst.id) or [None])[0]
+        if rec is None or rec.get("status") != "ok":
+            ctx.progress()
+            yield InstanceResult(inst.id, [{**_base(inst), "arm": ARM_MODEL, "model_spec": config.model,
+                                            "sample_index": -1,
+                                            "status": "strip_missing" if rec is None else str(rec["status"])}])
+            continue
+        ready.append(inst)
+        requests.append(build_request(inst.id, rec["stripped"], sampling))
+    if not requests:
+        return
+    batch = int(config.options.get("generate_batch", 16))
+    with open_engine(config.model, cache_dir=ctx.run_dir / "cache" / "completions") as engine:
+        for start in range(0, len(requests), batch):
+            chunk = requests[start:start + batch]
+            for inst, req, comps in zip(ready[start:start + batch], chunk, engine.generate(chunk), strict=True):
+                # the completion columns are inference's own, so `replay:RUN` re-reads them
+                recs = [{**completion_to_record(engine, req, c), **_base(inst), "arm": ARM_MODEL,
+                         "model_spec": config.model, "status": "error" if c.error else "ok",
+                         "generation_time_s": c.latency_s, "prompt_template": template_hash()}
+                        for c in comps]
+                ctx.progress()
+                yield InstanceResult(inst.id, recs)
+
+
+# ---------------------------------------------------------------- check
+
+
+def _candidates(config: RunConfig, strip_rec: Record, program: str,
+                gen: list[Record] | None) -> list[dict[str, Any]]:
+    """(arm, sample_index, answer text, finish reason, engine error) per candidate."""
+    if config.model is None:
+        return [{"arm": ARM_ORIGINAL, "sample_index": 0, "text": program, "reference": True},
+                {"arm": ARM_STRIPPED, "sample_index": 0, "text": strip_rec["stripped"], "reference": True}]
+    out = []
+    for r in sorted(gen or [], key=_index):
+        out.append({"arm": ARM_MODEL, "sample_index": _index(r),
+                    "text": r.get("completion_text"), "finish_reason": r.get("finish_reason"),
+                    "engine_error": (r.get("completion_error") or r.get("error") or r.get("status"))
+                    if r.get("status") != "ok" else None,
+                    "generation_time_s": r.get("generation_time_s")})
+    return out
+
+
+def check_candidates(inst: Instance, config: RunConfig, strip_rec: Record | None,
+                     gen: list[Record] | None) -> list[Record]:
+    model = config.model or "reference"
+    head = {**_base(inst), "model": model, "declarations": (strip_rec or {}).get("declarations")}
+    if strip_rec is None or strip_rec.get("status") != "ok":
+        why = "strip_missing" if strip_rec is None else str(strip_rec.get("status"))
+        return [{**head, "arm": ARM_MODEL if config.model else "reference", "sample_index": -1,
+                 "check_status": why, "error": (strip_rec or {}).get("error")}]
+    if config.model is not None and not gen:
+        return [{**head, "arm": ARM_MODEL, "sample_index": -1, "check_status": "generation_missing"}]
+    program = inst.payload["program"]
+    out: list[Record] = []
+    for cand in _candidates(config, strip_rec, program, gen):
+        rec: Record = {**head, "arm": cand["arm"], "sample_index": cand["sample_index"],
+                       "generation_time_s": cand.get("generation_time_s", 0.0 if cand.get("reference") else None)}
+        if cand.get("engine_error"):
+            out.append({**rec, "check_status": "engine_error", "extraction": None,
+                        "error": str(cand["engine_error"])[:MAX_DETAIL]})
+            continue
+        if cand.get("reference"):
+            code, extraction = cand["text"], "reference"
+        else:
+            ex = extract_program(cand["text"], cand.get("finish_reason"))
+            code, extraction = (ex.code if ex.usable else None), ex.outcome
+        rec["extraction"] = extraction
+        if code is None:
+            out.append({**rec, "check_status": "no_program", "answer": (cand["text"] or "")[:MAX_DETAIL]})
+            continue
+        integ = integrity_check(program, code)
+        out.append({**rec, "check_status": "ready", "candidate": code, "candidate_sha256": _sha(code),
+                    "integrity": integ.status, "integrity_kinds": json.dumps(list(integ.kinds)),
+                    "integrity_details": json.dumps(list(integ.details))[:MAX_DETAIL]})
+    return out
+
+
+def run_check(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
+    config = ctx.config
+    strips = ctx.upstream("strip")
+    gens = ctx.upstream("generate") if config.model else {}
+    for inst in instances:
+        srec = (strips.get(inst.id) or [None])[0]
+        recs = check_candidates(inst, config, srec, gens.get(inst.id))
+        ctx.progress()
+        yield InstanceResult(inst.id, recs)
+
+
+# ---------------------------------------------------------------- verify
+
+_CARRIED = ("split", "program", "chain_length", "model", "arm", "sample_index", "declarations",
+            "extraction", "integrity", "integrity_kinds", "check_status", "generation_time_s",
+            "candidate_sha256")
+
+
+def outcome_of(integrity: str | None, checked: dict[str, Any]) -> str:
+    """One word per candidate: what `launch regress` compares."""
+    if integrity == "cheat":
+        return "cheat"
+    if integrity == "unchecked":
+        return "unchecked"
+    if checked["resolve_status"] == "ERROR" or checked.get("verify_status") == "ERROR":
+        return "dafny_error"
+    if not checked["syntax_ok"]:
+        return "syntax_error"
+    if checked["dafny_verified"]:
+        return "verified"
+    return "failed" if checked["verify_status"] == "FALSE" else "undecided"
+
+
+def verify_candidate(inst: Instance, crec: Record, ctx: StageContext, verifier: Any) -> Record:
+    from veribatch.tasks.dafnycomp.checker import check_program
+
+    rec: Record = {k: crec.get(k) for k in _CARRIED}
+    if crec.get("check_status") != "ready":
+        return {**rec, "outcome": "no_program", "syntax_ok": False, "dafny_verified": False,
+                "syntax_correct": False, "verified": False}
+    work = ctx.scratch_dir() / "verify" / instance_dirname(inst.id) / f"{crec['arm']}-{crec['sample_index']}"
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / "program.dfy"  # one name for every candidate: the cache keys on content
+    path.write_text(crec["candidate"])
+    checked = check_program(path, ctx.config, verifier, work)
+    honest = crec.get("integrity") == "ok"
+    rec.update(checked)
+    rec.update(
+        outcome=outcome_of(crec.get("integrity"), checked),
+        syntax_correct=bool(checked["syntax_ok"] and honest),
+        verified=bool(checked["dafny_verified"] and honest),
+        failure_mode=checked["dafny_failure_mode"] if honest else None,
+    )
+    return rec
+
+
+def run_verify(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
+    from veribatch.tasks.dafnycomp.checker import verifier_for
+
+    config = ctx.config
+    cache = str(config.options.get("cache_dir") or "")
+    verifier = verifier_for(config, cache_dir=Path(cache) if cache else ctx.run_dir / "cache" / "dafny")
+    checks = ctx.upstream("check")
+    for inst in instances:
+        crecs = sorted(checks.get(inst.id) or [], key=lambda r: (str(r.get("arm")), _index(r)))
+        if not crecs:
+            recs = [{**_base(inst), "arm": None, "sample_index": -1, "outcome": "check_missing",
+                     "syntax_correct": False, "verified": False}]
+        else:
+            recs = [verify_candidate(inst, c, ctx, verifier) for c in crecs]
+        ctx.progress()
+        yield InstanceResult(inst.id, recs)
+
+
+# ---------------------------------------------------------------- stages
+
+
+def build_stages(config: RunConfig) -> list[Stage]:
+    """Resource floors (a SLURM profile may raise them): Dafny with its solver per candidate,
+    one candidate at a time per shard (`cores` threads)."""
+    n = int(config.options.get("n_samples", 1)) if config.model else len(REFERENCE_ARMS)
+    key = ("arm", "sample_index")
+    stages = [Stage("strip", "cpu", run_strip, mem_gb=1, seconds_per_instance=1.0,
+                    verdict_column="status")]
+    needs: tuple[str, ...] = ("strip",)
+    if config.model:
+        stages.append(Stage("generate", "gpu", run_generate, needs=("strip",), gpus_per_task=1,
+                            mem_gb=2, seconds_per_instance=60.0 * n, verdict_column="status",
+                            time_column="generation_time_s", record_key=("sample_index",)))
+        needs = ("strip", "generate")
+    stages.append(Stage("check", "cpu", run_check, needs=needs, mem_gb=1,
+                        seconds_per_instance=1.0 * n, verdict_column="integrity", record_key=key))
+    if config.options.get("verify") == "on":
+        budget = float(config.options.get("budget_s", 300.0))
+        mem_gb = max(2, math.ceil(int(config.options.get("memory_mb", 8192)) / 1024))
+        stages.append(Stage("verify", "cpu", run_verify, needs=("check",),
+                            cpus_per_task=int(config.options.get("cores", 1)), mem_gb=mem_gb,
+                            seconds_per_instance=(budget + 30.0) * n, verdict_column="outcome",
+                            time_column="total_dafny_time_s", time_limit_column="budget_s",
+                            record_key=key))
+    return stages

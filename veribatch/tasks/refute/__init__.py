@@ -1,0 +1,133 @@
+"""REFUTE (Sinha et al., "Can Language Models Falsify?"): write an input on which a wrong
+Codeforces solution fails, judged in a sandbox against the correct one.  See docs/refute.md.
+
+Modules, in data-flow order: `data`/`upstream` (instances from the sample, a local export or
+the hub at a pinned revision) → `prompt` (one template per strategy) → `answer` (model text →
+programs, via `tasks.extract`) → `agent` (the multi-turn strategy) → `problem` + `fuzz` (what
+the judge runs) → `stages` (records); the judge itself is `verifiers.judge`.  Tables are built
+by `aggregate/refute.py` from the records alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from veribatch.tasks.base import Instance, RunConfig, Stage, Task, register
+from veribatch.tasks.refute import data
+from veribatch.tasks.sampling import model_run_sampling, resolve_samples
+
+STRATEGIES = ("zero-shot", "few-shot", "oracle", "agentic", "randsearch", "randsearch-oracle")
+
+# Limits per dataset when the user sets none.  The hub data gets the paper's/harness's:
+# RandSearch 2 min (§4.3), the §4.1 filter 1 min, 20 s per run, 1 min for the model's program.
+# The shipped sample's problems are tiny, and `launch refute` must finish in minutes on a
+# laptop: its searches and runs are shorter (recorded in the run's options like any other).
+LIMIT_DEFAULTS = {
+    "hub": {"search_s": 120.0, "filter_s": 60.0, "run_s": 20.0, "generator_s": 60.0},
+    "sample": {"search_s": 10.0, "filter_s": 5.0, "run_s": 5.0, "generator_s": 10.0},
+}
+
+
+@register
+class RefuteTask(Task):
+    name = "refute"
+    default_dataset = "sample"
+    strategies = STRATEGIES
+    verifiers = ("judge",)
+
+    def datasets(self) -> dict[str, str]:
+        return dict(data.DESCRIPTIONS)
+
+    def load(self, dataset: str, *, limit: int | None = None) -> list[Instance]:
+        return data.load(dataset, limit=limit)
+
+    def dataset_hash(self, dataset: str) -> str:
+        return data.dataset_hash(dataset)
+
+    def default_options(self) -> dict[str, Any]:
+        return {
+            "search_s": None,        # RandSearch limit (None: the dataset's, see LIMIT_DEFAULTS)
+            "filter_s": None,        # §4.1 blind random generator limit
+            "run_s": None,           # each solution / validator run
+            "generator_s": None,     # the model's input-printing program
+            "runs": 5,               # runs of the wrong solution per input (nondeterminism)
+            "memory_mb": 2048,       # per program; protects the node (the harness set none)
+            "sandbox": "auto",       # auto | bwrap | apptainer | unsafe
+            "image": "",             # apptainer judge image (containers/judge.def)
+            "n_samples": 1,          # attempts per problem (pass@k)
+            "max_executions": 10,    # agentic (§4.2)
+            "execution_s": 30.0,
+            "feedback_chars": 2000,
+            "max_resubmissions": 5,
+            "max_turns": 24,
+            "search_validate": False,  # validate each RandSearch input (the harness did not)
+            "filter": False,         # the §4.1 construction filter (`launch refute filter`)
+            "generate_batch": 16,
+        }
+
+    def default_sampling(self, config_model: str | None) -> dict[str, Any]:
+        if config_model is None:
+            return {}
+        from veribatch.tasks.refute.stages import MAX_TOKENS
+
+        return model_run_sampling(MAX_TOKENS)
+
+    def resolve_config(self, config: RunConfig) -> RunConfig:
+        """Dataset limits, effective temperature, the judge's version; refuses (exit 2) where
+        ``sandbox=auto`` finds no isolation on the planning node."""
+        o = dict(config.options)
+        kind = "sample" if config.dataset == "sample" else "hub"
+        for key, value in LIMIT_DEFAULTS[kind].items():
+            if o.get(key) is None:
+                o[key] = value
+        if o["sandbox"] not in ("auto", "bwrap", "apptainer", "unsafe"):
+            raise ValueError(f"sandbox={o['sandbox']!r}: expected auto, bwrap, apptainer or unsafe")
+        config = resolve_samples(replace(config, options=o))
+        if o["sandbox"] == "auto":
+            from veribatch.verifiers.judge import SandboxUnavailable, detect_sandbox
+
+            try:
+                detect_sandbox("auto", str(o.get("image") or "") or None)
+            except SandboxUnavailable as e:
+                raise ValueError(str(e)) from None
+        if not config.verifier_version:
+            config = replace(config, verifier_version=judge_version(config))
+        return config
+
+    def versions(self, config: RunConfig) -> dict[str, str]:
+        from veribatch.tasks.refute.answer import PARSER_VERSION
+        from veribatch.tasks.refute.prompt import template_version
+        from veribatch.tasks.refute.stages import prompt_strategy
+
+        v = {"judge": JUDGE_RULES_VERSION}
+        if config.model is not None:
+            v.update(prompt=template_version(prompt_strategy(config)), parser=PARSER_VERSION)
+        else:
+            v["reference"] = REFERENCE_VERSION
+        return v
+
+    def stages(self, config: RunConfig) -> list[Stage]:
+        from veribatch.tasks.refute.stages import build_stages
+
+        return build_stages(config)
+
+
+JUDGE_RULES_VERSION = "refute-judge-1"
+"""Bump when the judgement rules change (comparison, run order, reasons)."""
+REFERENCE_VERSION = "fuzz-1"
+"""Bump when the reference rows' generators change (`tasks.refute.fuzz`)."""
+
+
+def judge_version(config: RunConfig) -> str:
+    """Compiler, interpreter and C++ flags the judge will use (part of the run identity)."""
+    from veribatch.verifiers.base import read_version
+    from veribatch.verifiers.judge.compile import CPP_FLAGS, compiler, compiler_version
+    from veribatch.verifiers.judge.run import judge_python
+
+    try:
+        cxx = compiler_version(compiler())
+    except (FileNotFoundError, OSError) as e:
+        cxx = f"g++ unavailable ({e})"
+    py = read_version([str(judge_python()), "--version"]).strip()
+    return f"{cxx}; {py}; {' '.join(CPP_FLAGS)}"

@@ -1,0 +1,63 @@
+"""A REFUTE instance as the judge sees it: program files and limits.
+
+The correct solution is ``correct_cpp`` when present, else ``correct_python`` — the
+harness's choice (``get_correct_sub``).  Files are written once per instance into a work
+directory; C++ binaries come from the judge's content-addressed compile cache, so the
+same wrong solution is compiled once however many attempts and runs judge it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from veribatch.tasks.base import Instance, RunConfig
+from veribatch.tasks.refute.data import parse_lang
+
+
+def _write(folder: Path, stem: str, lang: str, code: str) -> Any:
+    from veribatch.verifiers.judge import Program
+
+    path = folder / f"{stem}.{'cpp' if lang == 'cpp' else 'py'}"
+    if not path.exists() or path.read_text() != code:
+        path.write_text(code)
+    return Program(path, lang)
+
+
+def solutions(inst: Instance, folder: Path) -> Any:
+    """`verifiers.judge.Solutions` for `inst`, its files under `folder`."""
+    from veribatch.verifiers.judge import Solutions
+
+    p = inst.payload
+    folder.mkdir(parents=True, exist_ok=True)
+    wrong_lang = parse_lang(p["wrong_code_lang"])
+    assert wrong_lang is not None  # checked at load time
+    if p.get("correct_cpp"):
+        correct = _write(folder, "correct", "cpp", p["correct_cpp"])
+    else:
+        correct = _write(folder, "correct", "python", p["correct_python"])
+    return Solutions(wrong=_write(folder, "wrong", wrong_lang, p["wrong_code"]),
+                     correct=correct,
+                     validator=_write(folder, "validator", "python", p["validator"]))
+
+
+def program(folder: Path, stem: str, lang: str, code: str) -> Any:
+    """A model-written program saved for the judge."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return _write(folder, stem, lang, code)
+
+
+def judge_limits(config: RunConfig) -> Any:
+    from veribatch.verifiers.judge import JudgeLimits
+
+    o = config.options
+    return JudgeLimits(run_s=float(o["run_s"]), generator_s=float(o["generator_s"]),
+                       memory_mb=int(o["memory_mb"]), runs=int(o["runs"]))
+
+
+def sandbox(config: RunConfig) -> Any:
+    """The run's sandbox (raises `SandboxUnavailable` with a clear message when there is none)."""
+    from veribatch.verifiers.judge import detect_sandbox
+
+    image = str(config.options.get("image") or "") or None
+    return detect_sandbox(str(config.options.get("sandbox", "auto")), image)

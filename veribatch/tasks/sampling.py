@@ -1,0 +1,50 @@
+"""How many samples a model run draws and how: the same rules for every task.
+
+``launch <task> --n K`` and ``-o n_samples=K`` are one knob, kept as the task option
+``n_samples`` so the run id carries it once; when the user gives no temperature, a model
+run records one explicitly — greedy for one sample, 0.7 for several (the papers'
+Best-of-N and pass@k settings) — so a changed default can never reuse an old run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from veribatch.tasks.base import RunConfig
+
+if TYPE_CHECKING:  # inference is imported only by the stages that generate
+    from veribatch.inference.types import Sampling
+
+
+def model_run_sampling(max_tokens: int) -> dict[str, Any]:
+    """A model run's sampling when the user gives none (`Task.default_sampling`): the task's
+    token budget and seed 0, written into the config so the run id and manifest say what
+    was used."""
+    return {"max_tokens": max_tokens, "seed": 0}
+
+
+def resolve_samples(config: RunConfig) -> RunConfig:
+    """Fold ``--n`` into ``n_samples`` (a contradiction is an error) and record the temperature."""
+    n_cli = config.sampling.get("n")
+    if n_cli is not None:
+        n_opt = int(config.options.get("n_samples", 1))
+        if n_opt not in (1, int(n_cli)):
+            raise ValueError(f"--n {n_cli} contradicts -o n_samples={n_opt}")
+        config = replace(config, sampling={k: v for k, v in config.sampling.items() if k != "n"},
+                         options={**config.options, "n_samples": int(n_cli)})
+    if config.model is not None and "temperature" not in config.sampling:
+        n = int(config.options.get("n_samples", 1))
+        config = replace(config, sampling={**config.sampling, "temperature": 0.0 if n == 1 else 0.7})
+    return config
+
+
+def sampling_for(config: RunConfig, max_tokens: int) -> Sampling:
+    """The engine's sampling for a resolved run; `max_tokens` is the task's default."""
+    from veribatch.inference.types import Sampling
+
+    s = dict(config.sampling)
+    n = int(config.options.get("n_samples", 1))
+    return Sampling(n=n, temperature=float(s.get("temperature", 0.0 if n == 1 else 0.7)),
+                    top_p=float(s.get("top_p", 1.0)), max_tokens=int(s.get("max_tokens", max_tokens)),
+                    seed=int(s.get("seed", 0)), stop=tuple(s.get("stop", ())))

@@ -1,0 +1,166 @@
+"""Run one C++ or Python program on one input under judge limits, and say how it went.
+
+Verdicts use the judge vocabulary REFUTE reports (OK, TLE, MLE, RE, OLE), so a
+record says *why* a solution's output differs, not just that it does.  ERROR is
+reserved for the judge failing to run the program at all (never the program's
+fault).  A failed allocation under RLIMIT_AS surfaces as ``std::bad_alloc`` or
+``MemoryError`` rather than as a kill, so those exits are counted as MLE.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from veribatch.verifiers.base import ToolNotFoundError
+from veribatch.verifiers.judge.compile import compile_cpp
+from veribatch.verifiers.judge.sandbox import Sandbox, detect_sandbox, run_sandboxed
+from veribatch.verifiers.result import Limits
+
+OUTPUT_CAP = 32 * 2**20
+LANGS = {".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".c++": "cpp", ".py": "python"}
+_MEMORY_ERRORS = ("std::bad_alloc", "MemoryError", "Cannot allocate memory")
+
+
+class Verdict(StrEnum):
+    OK = "OK"        # exited 0 within limits
+    TLE = "TLE"      # CPU or wall time limit
+    MLE = "MLE"      # memory limit
+    RE = "RE"        # non-zero exit, crash signal, too many processes
+    OLE = "OLE"      # output over the cap
+    ERROR = "ERROR"  # the judge could not run it
+
+
+@dataclass(frozen=True)
+class Program:
+    """A program to judge; `lang` is "cpp" or "python" (inferred from the suffix by `of`)."""
+
+    source: Path
+    lang: str
+
+    @classmethod
+    def of(cls, source: Path, lang: str | None = None) -> Program:
+        lang = lang or LANGS.get(Path(source).suffix.lower())
+        if lang not in ("cpp", "python"):
+            raise ValueError(f"{source}: cannot tell the language (suffixes: {', '.join(LANGS)})")
+        return cls(Path(source), lang)
+
+
+@dataclass(frozen=True)
+class ProgramRun:
+    verdict: Verdict
+    output: str
+    stderr: str  # the last 4000 characters
+    returncode: int | None
+    signal: int | None
+    wall_s: float
+    cpu_s: float
+    peak_mem_mb: float
+    termination_reason: str
+    network_isolated: bool
+    reason: str | None = None
+    sandbox: str = "bwrap"      # the sandbox kind it ran in (verifiers.judge.sandbox)
+    unsafe: bool = False        # True: ran without isolation, on explicit request
+
+
+def judge_python(required: bool = True) -> str | None:
+    """The interpreter for Python solutions: $VERIBATCH_JUDGE_PYTHON, else the system python3.
+
+    The system one, not this venv's: the sandboxed user must be able to execute it,
+    and solutions must not see the toolkit's site-packages.
+    """
+    env = os.environ.get("VERIBATCH_JUDGE_PYTHON")
+    if env:
+        return env
+    for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.access(cand, os.X_OK):
+            return cand
+    found = shutil.which("python3")
+    if not found and required:
+        raise ToolNotFoundError("python3 not found in /usr/bin, /usr/local/bin or PATH")
+    return found
+
+
+def run_program(
+    program: Program,
+    stdin: Path | str | bytes | None,
+    *,
+    time_s: float = 2.0,
+    memory_mb: int = 256,
+    wall_s: float | None = None,
+    cache_dir: Path | None = None,
+    output_cap: int = OUTPUT_CAP,
+    sandbox: Sandbox | None = None,
+) -> ProgramRun:
+    """Run `program` on `stdin` (a file, or the input text) in the sandbox.
+
+    `time_s` is CPU time; the wall limit defaults to 2*time_s + 1 so a program
+    that sleeps or blocks is still stopped.  C++ is compiled first (cached); a
+    compile failure raises `CompileError` — the caller decides what it means.
+    """
+    box = sandbox or detect_sandbox()
+    files: dict[str, Path | bytes]
+    if program.lang == "cpp":
+        files = {"prog": compile_cpp(program.source, cache_dir, sandbox=box)}
+        argv = ["./prog"]
+    else:
+        files = {"prog.py": program.source}
+        python = "python3" if box.kind == "apptainer" and box.image else judge_python()
+        argv = [str(python), "-I", "-S", "prog.py"]
+    limits = Limits(wall_s=wall_s or 2 * time_s + 1, cpu_s=time_s, memory_mb=memory_mb)
+    with tempfile.TemporaryDirectory(prefix="veribatch-judge-") as tmp:
+        t = Path(tmp)
+        if isinstance(stdin, str | bytes):
+            data = stdin.encode() if isinstance(stdin, str) else stdin
+            (t / "input.txt").write_bytes(data)
+            stdin = t / "input.txt"
+        ex = run_sandboxed(argv, files, limits, stdin_path=stdin, stdout_path=t / "stdout",
+                           stderr_path=t / "stderr", output_cap=output_cap, sandbox=box)
+        output, stderr = ex.read_output(), ex.read_stderr()
+    returncode, sig = ex.returncode, ex.signal
+    if box.kind != "none" and sig is None and returncode is not None and 128 < returncode <= 192:
+        # bwrap/apptainer's init reports a child killed by signal N as exit status 128+N
+        returncode, sig = None, returncode - 128
+    verdict, reason = _verdict(ex.termination_reason, returncode, sig, stderr, ex.error)
+    if verdict is Verdict.OLE:
+        output = ""  # a truncated output must never be compared as if complete
+    return ProgramRun(verdict, output, stderr[-4000:], returncode, sig, ex.wall_s,
+                      ex.cpu_s, ex.peak_mem_mb, ex.termination_reason, box.network_isolated,
+                      reason, box.kind, box.unsafe)
+
+
+def _verdict(
+    termination: str, returncode: int | None, sig: int | None, stderr: str, error: str | None
+) -> tuple[Verdict, str | None]:
+    match termination:
+        case "walltime" | "cputime":
+            return Verdict.TLE, f"{termination} limit"
+        case "memory":
+            return Verdict.MLE, "memory limit"
+        case "output":
+            return Verdict.OLE, "output limit"
+        case "processes":
+            return Verdict.RE, "too many processes"
+        case "error":
+            return Verdict.ERROR, error
+        case "cancelled":
+            return Verdict.ERROR, "cancelled"
+    if returncode == 1 and stderr.startswith(("bwrap: ", "setpriv: ", "FATAL:")):
+        # the sandbox itself failed before the program started (bind, namespace, image)
+        return Verdict.ERROR, f"sandbox failed: {stderr.strip()[:300]}"
+    if any(m in stderr for m in _MEMORY_ERRORS):
+        return Verdict.MLE, "allocation failed at the memory limit"
+    if sig is not None:
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return Verdict.RE, f"killed by signal {sig} ({name})"
+    if returncode != 0:
+        return Verdict.RE, f"exit code {returncode}"
+    return Verdict.OK, None

@@ -1,0 +1,89 @@
+"""The embedded Z3 verifier for C (`verifiers.z3c`) as a tool adapter, name ``z3``.
+
+It runs wherever veribatch is installed: the executable is this Python, the
+command ``python -m veribatch.verifiers.z3c FILE --timeout S --data-model M --json``.
+Natively that command is not exec-ed per query: the runner's fork server has
+`verifiers.z3c` imported and warmed up, and runs its ``main`` in a fresh fork
+(`warm_module`) — a separate process with the same limits, minus ~0.5 s of start-up.  The
+tool's own time budget is set a little below the hard wall/CPU limit so that it
+can still print its answer (TIMEOUT or UNKNOWN with the portfolio's reasons)
+before the runner kills it; the runner's limits remain the real enforcement.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from veribatch.verifiers.base import (
+    FinishedRun,
+    Query,
+    Tool,
+    ToolNotFoundError,
+    ToolVerdict,
+    read_version,
+)
+from veribatch.verifiers.result import Limits, Status
+
+MODULE = "veribatch.verifiers.z3c"
+DATA_MODELS = ("ILP32", "LP64")
+SAFETY_MARGIN_S = 1.0  # left between the tool's own budget and the hard limit
+
+
+class Z3Tool(Tool):
+    name = "z3"
+    container_executable = None  # pure Python + z3-solver: runs natively everywhere
+    version_args = ("-m", MODULE, "--version")
+    warm_module = MODULE  # forked from the runner's warm fork server (no start-up per query)
+
+    def executable(self) -> str:
+        if importlib.util.find_spec("z3") is None or importlib.util.find_spec(MODULE) is None:
+            raise ToolNotFoundError(
+                f"z3: module {MODULE} or z3-solver not importable by {sys.executable}"
+            )
+        return sys.executable
+
+    def version(self, executable: str) -> str:
+        return self.parse_version(read_version([executable, *self.version_args]))
+
+    def cmdline(self, executable: str, query: Query, limits: Limits, workdir: Path) -> list[str]:
+        if query.property != "unreach-call":
+            raise ValueError(f"z3: unsupported property {query.property!r}; known: unreach-call")
+        if len(query.files) != 1:
+            raise ValueError(f"z3 verifies exactly one C file, got {len(query.files)}")
+        if query.data_model not in DATA_MODELS:
+            raise ValueError(f"z3: unknown data model {query.data_model!r}; "
+                             f"known: {', '.join(DATA_MODELS)}")
+        budget = min(limits.wall_s, limits.cpu_s if limits.cpu_s is not None else limits.wall_s)
+        budget = max(0.5, budget - SAFETY_MARGIN_S)
+        return [
+            executable, "-m", MODULE, str(query.files[0]),
+            "--timeout", f"{budget:g}", "--data-model", query.data_model, "--json",
+            *query.options,
+        ]
+
+    def determine_result(self, run: FinishedRun) -> ToolVerdict:
+        payload = None
+        for line in reversed(run.output.strip().splitlines()):
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                got = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(got, dict) and "status" in got:
+                payload = got
+                break
+        if payload is None:
+            tail = run.output.strip().splitlines()[-1:] or ["no output"]
+            return ToolVerdict(Status.ERROR, f"z3: no JSON verdict in the output ({tail[0][:300]})")
+        try:
+            status = Status(payload["status"])
+        except ValueError:
+            return ToolVerdict(Status.ERROR, f"z3: unknown status {payload['status']!r}")
+        extras = {k: payload[k] for k in ("invariants", "counterexample", "proof", "proof_checked", "portfolio")
+                  if payload.get(k) is not None}
+        return ToolVerdict(status, payload.get("reason"), extras)

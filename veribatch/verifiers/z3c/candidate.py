@@ -1,0 +1,273 @@
+"""Checking a candidate invariant ⟨ψ, loop⟩ clause by clause, and OMT boundary states.
+
+With the Horn clauses of the program at hand, a candidate ψ for loop k is
+checked by putting ψ in place of the loop's predicate:
+
+* initiation:  every clause that enters loop k (head ``inv_k``, no ``inv_k`` in the body);
+* consecution: every back edge (``inv_k`` in body and head) — a failure gives an
+  inductive counterexample (pre-state, post-state);
+* safety:      every path from loop k's head to ``reach_error`` that does not pass
+  another loop head — a failure gives a state at the head that leads to the error.
+
+States at loop heads are C states: each variable within its type's range (signed
+values beyond it exist only after an overflow, which is undefined behaviour).
+
+Predicates of *other* loops on these paths are replaced by ``true`` (any state):
+a passed condition is then still a proof, but a failure may be spurious, and the
+result says so (`exact=False`).  Each condition is one small SMT query (notes.md:
+0.1–8 ms per clause); the program's encoding is cached per text.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import z3
+
+from veribatch.verifiers.z3c import cexpr, chc, engines
+from veribatch.verifiers.z3c.cexpr import CandidateError
+from veribatch.verifiers.z3c.encode import Clause, Pred
+
+
+@dataclass
+class CandidateCheck:
+    """Verdicts of the three conditions (None: the solver gave up) and an ICE example."""
+
+    loop: int
+    initiation: bool | None
+    consecution: bool | None
+    safety: bool | None
+    failed: str | None = None  # first failing condition: "initiation" | "consecution" | "safety"
+    state: dict[str, int] | None = None  # initiation/safety counterexample at the loop head
+    pre: dict[str, int] | None = None  # consecution: state before one iteration ...
+    post: dict[str, int] | None = None  # ... and after it
+    exact: bool = True  # False: other loops were over-approximated (a failure may be spurious)
+    time_ms: float = 0.0
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def inductive(self) -> bool:
+        return self.initiation is True and self.consecution is True
+
+    @property
+    def ok(self) -> bool:
+        return self.inductive and self.safety is True
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _loop_preds(enc, label: int) -> list[Pred]:
+    preds = chc.loop_preds(enc, label)
+    if not preds:
+        known = sorted({p.label for p in enc.preds if p.label})
+        raise CandidateError(
+            f"no loop {label} in the program (loops reachable from main: {known or 'none'})"
+        )
+    return preds
+
+
+def _state(m: z3.ModelRef, app: z3.BoolRef, pred: Pred) -> dict[str, int]:
+    args = app.children()
+    out: dict[str, int] = {}
+    for name, uid in pred.visible.items():
+        idx = next((i for i, v in enumerate(pred.sig) if v.uid == uid), None)
+        if idx is None:
+            continue
+        val = m.eval(args[idx], model_completion=True)
+        if z3.is_int_value(val):
+            out[name] = val.as_long()
+    return out
+
+
+def check_candidate(
+    text: str,
+    loop_label: int,
+    expr: str,
+    timeout_ms: int = 1000,
+    *,
+    data_model: str = "ILP32",
+    rlimit: int = 0,
+) -> CandidateCheck:
+    """Check ψ = `expr` at loop `loop_label` of program `text` (see module docstring).
+
+    Raises `CandidateError` when ψ is not a side-effect-free C expression over the
+    variables visible at the loop head, and `CParseError`/`Unsupported` when the
+    program itself is outside the verifier's subset.  Thread-safe (Z3 is used
+    under `engines.Z3_LOCK`).  `rlimit` (Z3 resource units per query, 0: none) bounds
+    each query by work done instead of by time, so that a result does not depend on
+    the machine's load (CE-Bench's reproducible builds).
+    """
+    with engines.Z3_LOCK:
+        return _check_candidate(text, loop_label, expr, timeout_ms, data_model, rlimit)
+
+
+def _check_candidate(
+    text: str,
+    loop_label: int,
+    expr: str,
+    timeout_ms: int,
+    data_model: str,
+    rlimit: int = 0,
+) -> CandidateCheck:
+    t0 = time.perf_counter()
+    ast, enc = engines.program(text, data_model)
+    preds = _loop_preds(enc, loop_label)
+    names = {p.decl.name(): p for p in preds}
+    preds_by_name = {p.decl.name(): p for p in enc.preds}
+    psi = {n: cexpr.to_formula(expr, p, ast, data_model=data_model) for n, p in names.items()}
+    result = CandidateCheck(loop_label, None, None, None)
+    verdicts: dict[str, bool | None] = {"initiation": True, "consecution": True, "safety": True}
+    safety_state: dict[str, int] | None = None
+    for c in enc.clauses:
+        kind = _kind(c, names)
+        if kind is None:
+            continue
+        s = z3.Solver()
+        s.set("timeout", max(1, timeout_ms))
+        if rlimit:
+            s.set("rlimit", rlimit)
+        for app in c.body:
+            n = app.decl().name()
+            if n in names:
+                s.add(chc.apply_interp(psi[n], list(app.children())))
+            else:
+                result.exact = False  # another loop's or join's states: over-approximated
+            s.add(_in_ranges(app, preds_by_name.get(n)))
+        s.add(c.constraint)
+        if c.head is not None:
+            s.add(z3.Not(chc.apply_interp(psi[c.head.decl().name()], list(c.head.children()))))
+        r = s.check()
+        if r == z3.unsat:
+            continue
+        if r == z3.unknown:
+            if verdicts[kind] is True:
+                verdicts[kind] = None
+            result.reasons.append(f"{kind} (line {c.line}): {s.reason_unknown()}")
+            continue
+        if verdicts[kind] is False:
+            continue
+        verdicts[kind] = False
+        m = s.model()
+        own_body = [a for a in c.body if a.decl().name() in names]
+        if kind == "initiation":
+            result.state = _state(m, c.head, names[c.head.decl().name()])
+        elif kind == "consecution":
+            result.pre = _state(m, own_body[0], names[own_body[0].decl().name()])
+            result.post = _state(m, c.head, names[c.head.decl().name()])
+        else:
+            safety_state = _state(m, own_body[0], names[own_body[0].decl().name()])
+    result.initiation = verdicts["initiation"]
+    result.consecution = verdicts["consecution"]
+    result.safety = verdicts["safety"]
+    for k in ("initiation", "consecution", "safety"):
+        if verdicts[k] is False:
+            result.failed = k
+            break
+    if result.failed == "safety":
+        result.state = safety_state
+    result.time_ms = (time.perf_counter() - t0) * 1000
+    return result
+
+
+def _in_ranges(app: z3.BoolRef, pred: Pred | None) -> z3.BoolRef:
+    """States at a loop head are C states: every variable within its type's range."""
+    if pred is None:
+        return z3.BoolVal(True)
+    return z3.And(*[
+        z3.And(a >= v.ctype.lo, a <= v.ctype.hi) for a, v in zip(app.children(), pred.sig, strict=True)
+    ])
+
+
+def _kind(c: Clause, names: dict[str, Pred]) -> str | None:
+    in_body = any(a.decl().name() in names for a in c.body)
+    in_head = c.head is not None and c.head.decl().name() in names
+    if in_head:
+        return "consecution" if in_body else "initiation"
+    if c.head is None and in_body:
+        return "safety"
+    return None
+
+
+@dataclass
+class Bounds:
+    """Per variable: the minimum and maximum (None: unbounded) and a state attaining each."""
+
+    low: dict[str, int | None]
+    high: dict[str, int | None]
+    argmin: dict[str, dict[str, int]]
+    argmax: dict[str, dict[str, int]]
+
+
+def omt_boundaries(
+    text: str,
+    loop_label: int,
+    formula: str,
+    *,
+    timeout_ms: int = 2000,
+    type_ranges: bool = True,
+    data_model: str = "ILP32",
+    rlimit: int = 0,
+) -> Bounds:
+    """Max and min of every variable visible at loop `loop_label`'s head subject to `formula`.
+
+    `formula` is a C expression over those variables (CE-Bench: I ∧ ¬P, or I ∧ P ∧ B).
+    With `type_ranges` each variable is confined to its C type's range, which is
+    what a concrete program state can hold.  A direction without optimum (or
+    where the solver gave up) is None.  `rlimit` as in `check_candidate`.
+    """
+    with engines.Z3_LOCK:
+        return _omt(text, loop_label, formula, timeout_ms, type_ranges, data_model, rlimit)
+
+
+def _omt(
+    text: str, loop_label: int, formula: str, timeout_ms: int, type_ranges: bool, data_model: str,
+    rlimit: int = 0,
+) -> Bounds:
+    ast, enc = engines.program(text, data_model)
+    pred = _loop_preds(enc, loop_label)[0]
+    body = cexpr.to_formula(formula, pred, ast, data_model=data_model)
+    xs = [z3.Int(f"v{i}") for i in range(len(pred.sig))]
+    phi = chc.apply_interp(body, xs)
+    visible = {name: next(i for i, v in enumerate(pred.sig) if v.uid == uid)
+               for name, uid in pred.visible.items() if any(v.uid == uid for v in pred.sig)}
+    low: dict[str, int | None] = {}
+    high: dict[str, int | None] = {}
+    argmin: dict[str, dict[str, int]] = {}
+    argmax: dict[str, dict[str, int]] = {}
+    for name, i in visible.items():
+        for direction in ("max", "min"):
+            opt = z3.Optimize()
+            opt.set("timeout", max(1, timeout_ms))
+            if rlimit:
+                opt.set("rlimit", rlimit)
+            opt.add(phi)
+            if type_ranges:
+                for j, v in enumerate(pred.sig):
+                    opt.add(xs[j] >= v.ctype.lo, xs[j] <= v.ctype.hi)
+            h = opt.maximize(xs[i]) if direction == "max" else opt.minimize(xs[i])
+            r = opt.check()
+            target, states = (high, argmax) if direction == "max" else (low, argmin)
+            if r != z3.sat:
+                target[name] = None
+                continue
+            val = opt.upper(h) if direction == "max" else opt.lower(h)
+            if not z3.is_int_value(val):  # ±oo or an epsilon term: unbounded
+                target[name] = None
+                continue
+            target[name] = val.as_long()
+            m = opt.model()
+            states[name] = {
+                n: m.eval(xs[k], model_completion=True).as_long() for n, k in visible.items()
+            }
+    return Bounds(low, high, argmin, argmax)
+
+
+def omt_bounds(
+    text: str, loop_label: int, formula: str, **kwargs: Any
+) -> dict[str, tuple[int | None, int | None]]:
+    """`{variable: (min, max)}` subject to `formula` at the loop head (None: unbounded)."""
+    b = omt_boundaries(text, loop_label, formula, **kwargs)
+    return {name: (b.low.get(name), b.high.get(name)) for name in b.low.keys() | b.high.keys()}

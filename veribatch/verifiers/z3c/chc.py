@@ -1,0 +1,184 @@
+"""Solving the Horn clauses of an `Encoding` with Z3 Spacer, and checking its answer.
+
+Spacer's "sat" (the clauses have a model: the error is unreachable) is re-checked
+clause by clause with a plain SMT solver (initiation, consecution, safety) under
+the model's interpretations.  A violated clause means the proof is wrong and the
+answer is dropped; a clause the plain solver cannot decide (non-linear
+arithmetic, or no time left) leaves the proof unchecked, which the engines
+report as "unknown" — never as a verdict (`engines.run_spacer`).
+That catches solver bugs and anything lost in reading the model (notes.md: `model.eval(Inv(x))` silently gives True; the interpretation
+must be read with `else_value()` and its `Var(i)` substituted).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import z3
+
+from veribatch.verifiers.z3c.encode import Clause, Encoding, Pred
+
+
+def free_consts(e: z3.ExprRef) -> list[z3.ExprRef]:
+    """Uninterpreted constants of `e` (the universally quantified clause variables)."""
+    out: dict[int, z3.ExprRef] = {}
+    seen: set[int] = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        xid = x.get_id()
+        if xid in seen:
+            continue
+        seen.add(xid)
+        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out[xid] = x
+            continue
+        stack.extend(x.children())
+    return list(out.values())
+
+
+def clause_formula(c: Clause) -> z3.BoolRef:
+    body = z3.And(*c.body, c.constraint)
+    head = c.head if c.head is not None else z3.BoolVal(False)
+    rule = z3.Implies(body, head)
+    vs = free_consts(rule)
+    return z3.ForAll(vs, rule) if vs else rule
+
+
+@dataclass
+class SpacerAnswer:
+    status: str  # "safe" | "unsafe" | "unknown"
+    interps: dict[str, z3.BoolRef] | None = None  # predicate name → body over Var(i)
+    reason: str | None = None
+
+
+def solve(
+    enc: Encoding,
+    *,
+    timeout_ms: int,
+    global_guidance: bool = False,
+    nonlinear: bool = False,
+    seed: int = 0,
+) -> SpacerAnswer:
+    """Run Spacer on the clauses of `enc`.
+
+    `nonlinear` selects Z3's newer arithmetic solver inside Spacer
+    (``fp.spacer.arith.solver=6``): measured here it proves polynomial-invariant
+    programs (cohencu, egcd, geo) in seconds where the default times out.
+    `seed` varies Spacer's heuristics between restarts: measured here, the same
+    query times out with one seed and is solved in under a second with another.
+    """
+    if not any(c.head is None for c in enc.clauses):
+        # No path reaches an error at all.
+        return SpacerAnswer("safe", {p.decl.name(): z3.BoolVal(True) for p in enc.preds})
+    s = z3.SolverFor("HORN")
+    s.set("timeout", max(1, int(timeout_ms)))
+    if global_guidance:
+        s.set("fp.spacer.global", True)
+    if nonlinear:
+        s.set("fp.spacer.arith.solver", 6)
+    if seed:
+        s.set("fp.spacer.random_seed", seed)
+    for c in enc.clauses:
+        s.add(clause_formula(c))
+    r = s.check()
+    if r == z3.sat:
+        m = s.model()
+        interps: dict[str, z3.BoolRef] = {}
+        for p in enc.preds:
+            fi = m[p.decl]
+            if fi is None:
+                interps[p.decl.name()] = z3.BoolVal(False)
+            elif isinstance(fi, z3.FuncInterp):
+                interps[p.decl.name()] = fi.else_value()
+            else:
+                interps[p.decl.name()] = fi  # type: ignore[assignment]
+        return SpacerAnswer("safe", interps)
+    if r == z3.unsat:
+        return SpacerAnswer("unsafe")
+    why = (s.reason_unknown().strip().splitlines() or ["unknown"])[0]
+    return SpacerAnswer("unknown", reason=why[:200])
+
+
+def apply_interp(body: z3.BoolRef, args: list[z3.ExprRef]) -> z3.BoolRef:
+    return z3.substitute_vars(body, *args) if args else body
+
+
+def instantiate(app: z3.BoolRef, interps: dict[str, z3.BoolRef]) -> z3.BoolRef:
+    return apply_interp(interps[app.decl().name()], list(app.children()))
+
+
+def eliminate_quantifiers(e: z3.BoolRef, timeout_ms: int = 2000) -> z3.BoolRef | None:
+    """`e` without quantifiers (qe tactic), or None when that fails."""
+    if not _has_quantifier(e):
+        return e
+    g = z3.Goal()
+    g.add(e)
+    try:
+        t = z3.TryFor(z3.Then("qe", "simplify"), timeout_ms)
+        r = t(g)
+    except z3.Z3Exception:
+        return None
+    out = r.as_expr()
+    return None if _has_quantifier(out) else out
+
+
+def _has_quantifier(e: z3.ExprRef) -> bool:
+    stack, seen = [e], set()
+    while stack:
+        x = stack.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_quantifier(x):
+            return True
+        stack.extend(x.children())
+    return False
+
+
+def validate(
+    enc: Encoding,
+    interps: dict[str, z3.BoolRef],
+    *,
+    timeout_ms: int = 5000,
+    deadline: float | None = None,
+) -> tuple[bool | None, str | None]:
+    """Check every clause under `interps` with a plain solver.
+
+    Returns (True, None) when all clauses are valid, (False, why) when one is
+    violated (the proof is wrong), (None, why) when a clause could not be
+    decided (typically non-linear arithmetic the plain solver cannot handle) or
+    the `deadline` (a `time.monotonic()` value) passed first.
+    """
+    undecided: str | None = None
+
+    def budget() -> int:
+        if deadline is None:
+            return timeout_ms
+        return min(timeout_ms, int((deadline - time.monotonic()) * 1000))
+
+    for i, c in enumerate(enc.clauses):
+        if budget() < 20:
+            return None, undecided or "re-check ran out of time"
+        s = z3.Solver()
+        s.set("timeout", max(1, budget()))
+        for app in c.body:
+            s.add(instantiate(app, interps))
+        s.add(c.constraint)
+        if c.head is not None:
+            s.add(z3.Not(instantiate(c.head, interps)))
+        r = s.check()
+        if r == z3.unknown and budget() >= 20:  # again with the non-linear arithmetic solver
+            s.set("smt.arith.solver", 6)
+            s.set("timeout", max(1, budget()))
+            r = s.check()
+        if r == z3.sat:
+            return False, f"clause {i} ({c.kind}, line {c.line}) is violated"
+        if r == z3.unknown and undecided is None:
+            undecided = f"clause {i} ({c.kind}, line {c.line}): {s.reason_unknown()}"
+    return (None, undecided) if undecided else (True, None)
+
+
+def loop_preds(enc: Encoding, label: int) -> list[Pred]:
+    return [p for p in enc.preds if p.label == label]

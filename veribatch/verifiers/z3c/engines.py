@@ -1,0 +1,286 @@
+"""The portfolio's members, each a function from program text to a JSON-able answer.
+
+* ``spacer`` / ``spacer-nla`` / ``spacer-global``: Horn clauses → Spacer (default /
+  non-linear arithmetic solver / global guidance).
+  "safe" answers carry the re-checked proof and the loop invariants as C text;
+  a proof the plain solver cannot re-check (no time left, or a non-linear clause
+  it cannot decide) is answered "unknown" with the reason, never "safe".
+  An "unsafe" answer is only a hint (no input sequence), never a FALSE verdict.
+* ``bmc``: bounded unrolling with iterative deepening.  A satisfiable error path
+  is replayed under gcc (`replay`); only a confirmed one is "false".  An
+  unrolling that leaves no path behind and no error is a complete proof ("safe").
+
+Each member runs in its own process (see `portfolio`), so a member stuck inside
+Z3 is killed from outside; `timeout_ms` is also passed to Z3 itself.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import z3
+from pycparser import c_ast
+
+from veribatch.verifiers import cfront
+from veribatch.verifiers.z3c import cexpr, chc, replay
+from veribatch.verifiers.z3c.encode import Encoding, encode
+
+ENCODING_VERSION = "2"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE
+MEMBERS = ("spacer", "spacer-nla", "bmc", "spacer-global")
+# Z3's Python API shares one context per process and is not thread-safe: every
+# in-process use of Z3 (encoding, candidate checks, in-process members) holds this.
+Z3_LOCK = threading.RLock()
+RECHECK_GRACE_S = 0.6
+
+
+_PROGRAMS: OrderedDict[tuple[str, str], tuple[c_ast.FileAST, Encoding]] = OrderedDict()
+_PARSED: dict[str, c_ast.FileAST] = {}  # ASTs kept across `fresh_context` (pure Python)
+_PROGRAMS_MAX = 64
+
+
+def remember(text: str, data_model: str, ast: c_ast.FileAST, enc: Encoding) -> None:
+    """Keep an encoding made elsewhere (the portfolio's up-front check) for `program`."""
+    _PROGRAMS[(text, data_model)] = (ast, enc)
+    _PROGRAMS.move_to_end((text, data_model))
+    while len(_PROGRAMS) > _PROGRAMS_MAX:
+        _PROGRAMS.popitem(last=False)
+
+
+def parsed(text: str) -> c_ast.FileAST:
+    """The program's AST, parsed once per process (the C preprocessor is a subprocess)."""
+    for (t, _), (ast, _) in _PROGRAMS.items():
+        if t == text:
+            return ast
+    if text not in _PARSED:
+        if len(_PARSED) >= _PROGRAMS_MAX:
+            _PARSED.clear()
+        _PARSED[text] = cfront.parse(text)
+    return _PARSED[text]
+
+
+def program(text: str, data_model: str = "ILP32") -> tuple[c_ast.FileAST, Encoding]:
+    """Parse and encode once per text (candidate checks and forked members reuse it)."""
+    got = _PROGRAMS.get((text, data_model))
+    if got is not None:
+        _PROGRAMS.move_to_end((text, data_model))
+        return got
+    ast = parsed(text)
+    enc = encode(ast, mode="chc", data_model=data_model)
+    remember(text, data_model, ast, enc)
+    return ast, enc
+
+
+def fresh_context() -> None:
+    """Give this process a new, empty Z3 context, keeping parsed programs.
+
+    Called at the end of the fork server's warm-up (`verifiers.z3c.__main__.warm_up`):
+    Spacer's heuristics depend on the history of the context it runs in (the ids of its
+    terms), so members forked from a process whose context holds the warm-up's terms
+    solve differently from members in a fresh process — measured on InvBench easy,
+    ps3-ll_1 is proved by spacer-nla seed 1 in 0.4 s from a fresh context and not in 8 s
+    after the warm-up.  In a context holding only this program's encoding, each forked
+    member starts from exactly the state a fresh `--member` process had after parsing
+    and encoding, without encoding again.
+    """
+    from veribatch.verifiers.z3c import cexpr
+
+    for (text, _), (ast, _) in _PROGRAMS.items():
+        _PARSED[text] = ast
+    _PROGRAMS.clear()
+    cexpr._expr_encoder.cache_clear()
+    z3.z3._main_ctx = None  # the next z3 call makes a new main context
+
+
+def invariants_from(
+    ast: c_ast.FileAST,
+    enc: Encoding,
+    interps: dict[str, z3.BoolRef],
+    *,
+    data_model: str = "ILP32",
+    timeout_ms: int = 5000,
+    deadline: float | None = None,
+) -> list[dict[str, Any]]:
+    """C invariants per loop label from a validated model, each re-parsed and re-checked.
+
+    A loop whose invariant cannot be written in C (quantifiers, hidden variables)
+    or whose C form does not re-check is left out rather than reported wrongly.
+    """
+    by_label: dict[int, list] = {}
+    for p in enc.preds:
+        if p.label:
+            by_label.setdefault(p.label, []).append(p)
+    texts: dict[int, str] = {}
+    c_interps = dict(interps)
+    for label, preds in sorted(by_label.items()):
+        parts: list[str] = []
+        try:
+            for p in preds:
+                parts.append(cexpr.to_c(z3.simplify(interps[p.decl.name()]), p))
+            text = parts[0] if len(parts) == 1 else " || ".join(parts)
+            trial = dict(c_interps)
+            for p in preds:
+                trial[p.decl.name()] = cexpr.to_formula(text, p, ast, data_model=data_model)
+        except (cexpr.NotExpressible, cexpr.CandidateError):
+            continue
+        ok, _ = chc.validate(enc, trial, timeout_ms=timeout_ms, deadline=deadline)
+        if ok is True:
+            c_interps = trial
+            texts[label] = text
+    sites = {s.label: s for s in enc.loop_sites}
+    return [
+        {"loop": label, "line": sites[label].line, "invariant": _strip_outer(text)}
+        for label, text in sorted(texts.items())
+    ]
+
+
+def _strip_outer(text: str) -> str:
+    if text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(text) - 1:
+                return text
+        return text[1:-1]
+    return text
+
+
+def run_spacer(
+    text: str,
+    timeout_s: float,
+    *,
+    global_guidance: bool = False,
+    nonlinear: bool = False,
+    data_model: str = "ILP32",
+    seed: int = 0,
+    recheck_grace_s: float | None = None,
+    on_proof: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Spacer on the program's Horn clauses; "safe" only with a re-checked proof.
+
+    Re-checking the proof and reading invariants may run `recheck_grace_s` past the
+    slice (default RECHECK_GRACE_S; the portfolio waits that long for the answer).
+    `on_proof` is called as soon as Spacer has a proof, before the re-check: a forked
+    member tells the portfolio so, which then extends its slice for the re-check
+    (`portfolio.RECHECK_FACTOR`).  A proof whose re-check does not finish is answered
+    "unknown" (with "ran out of time" when that is why: a later round may do better).
+    """
+    ast, enc = program(text, data_model)
+    grace = RECHECK_GRACE_S if recheck_grace_s is None else recheck_grace_s
+    deadline = time.monotonic() + timeout_s + grace
+    ans = chc.solve(enc, timeout_ms=int(timeout_s * 1000), global_guidance=global_guidance,
+                    nonlinear=nonlinear, seed=seed)
+    if ans.status != "safe":
+        return {"answer": ans.status, "reason": ans.reason}
+    assert ans.interps is not None
+    if on_proof is not None:
+        on_proof()
+    interps: dict[str, z3.BoolRef] = {}
+    for name, body in ans.interps.items():
+        qf = chc.eliminate_quantifiers(body, timeout_ms=500)
+        interps[name] = qf if qf is not None else body
+    ok, why = chc.validate(enc, interps, timeout_ms=10_000, deadline=deadline)
+    if ok is False:
+        return {"answer": "unknown", "reason": f"Spacer's proof did not re-check: {why}"}
+    if ok is None:
+        return {"answer": "unknown", "unchecked_proof": True,
+                "reason": f"Spacer found a proof that could not be re-checked ({why})"}
+    invs = invariants_from(ast, enc, interps, data_model=data_model, timeout_ms=2000,
+                           deadline=deadline)
+    return {"answer": "safe", "proof": "spacer", "proof_checked": True, "invariants": invs}
+
+
+def run_bmc(
+    text: str, timeout_s: float, *, data_model: str = "ILP32", start_depth: int = 0
+) -> dict[str, Any]:
+    """Iterative deepening from `start_depth` (a later slice continues where one stopped).
+
+    Unrolling a loop `depth` times keeps every path that leaves it earlier, so a
+    deeper bound covers all shallower ones.  Answers that are not a decision
+    carry ``next_depth`` for the next slice.
+    """
+    ast = parsed(text)
+    deadline = time.monotonic() + timeout_s
+    depth = start_depth
+    last_reason = "timeout: no error path within the bound"
+    while time.monotonic() < deadline:
+        try:
+            enc = encode(
+                ast, mode="unroll", depth=depth, data_model=data_model,
+                should_stop=lambda: time.monotonic() > deadline,
+            )
+        except TimeoutError:
+            return {"answer": "unknown", "reason": f"timeout encoding depth {depth}",
+                    "next_depth": depth}
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            return {"answer": "unknown", "reason": f"timeout at depth {depth}", "next_depth": depth}
+        errors_unsat = not enc.errors
+        if enc.errors:
+            s = z3.Solver()
+            s.set("timeout", left_ms)
+            s.add(z3.Or(*[e.guard for e in enc.errors]))
+            r = s.check()
+            if r == z3.sat:
+                m = s.model()
+                path = next(
+                    e for e in enc.errors if z3.is_true(m.eval(e.guard, model_completion=True))
+                )
+                n = m.eval(path.nd, model_completion=True).as_long()
+                values = [
+                    m.eval(enc.nd_func(z3.IntVal(i)), model_completion=True).as_long()
+                    for i in range(n)
+                ]
+                rep = replay.replay(ast, values, data_model=data_model)
+                if rep.confirmed:
+                    return {
+                        "answer": "false",
+                        "counterexample": {"inputs": values, "error_line": path.line,
+                                           "depth": depth, "replay": rep.detail},
+                    }
+                last_reason = f"timeout; unconfirmed counterexample at depth {depth}: {rep.detail}"
+            elif r == z3.unknown:
+                return {"answer": "unknown", "reason": f"BMC at depth {depth}: {s.reason_unknown()}",
+                        "next_depth": depth}
+            else:
+                errors_unsat = True
+        # No error within the bound and no execution longer than the bound: a proof.
+        if errors_unsat and (not enc.cut or _cut_infeasible(enc, deadline)):
+            return {"answer": "safe", "proof": "complete-unrolling", "invariants": []}
+        depth = depth * 2 + 1
+    return {"answer": "unknown", "reason": last_reason, "next_depth": depth}
+
+
+def _cut_infeasible(enc: Encoding, deadline: float) -> bool:
+    s = z3.Solver()
+    s.set("timeout", max(1, int((deadline - time.monotonic()) * 1000)))
+    s.add(z3.Or(*enc.cut_guards))
+    return s.check() == z3.unsat
+
+
+def run_member(
+    member: str,
+    text: str,
+    timeout_s: float,
+    data_model: str = "ILP32",
+    bmc_depth: int = 0,
+    seed: int = 0,
+    recheck_grace_s: float | None = None,
+    on_proof: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    if member == "spacer":
+        return run_spacer(text, timeout_s, data_model=data_model, seed=seed,
+                          recheck_grace_s=recheck_grace_s, on_proof=on_proof)
+    if member == "spacer-nla":
+        return run_spacer(text, timeout_s, nonlinear=True, data_model=data_model, seed=seed,
+                          recheck_grace_s=recheck_grace_s, on_proof=on_proof)
+    if member == "spacer-global":
+        return run_spacer(text, timeout_s, global_guidance=True, data_model=data_model, seed=seed,
+                          recheck_grace_s=recheck_grace_s, on_proof=on_proof)
+    if member == "bmc":
+        return run_bmc(text, timeout_s, data_model=data_model, start_depth=bmc_depth)
+    raise ValueError(f"unknown portfolio member {member!r}; known: {', '.join(MEMBERS)}")

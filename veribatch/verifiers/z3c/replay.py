@@ -1,0 +1,170 @@
+"""Confirm a counterexample by running the program with gcc on its input sequence.
+
+A FALSE verdict is reported only when the real program, compiled by gcc with the
+UB sanitizer (signed overflow, division by zero, bad shifts abort the run), fed
+the nondet values of the BMC model in call order, actually calls `reach_error`.
+That is an independent check of the encoder's C semantics: a trace that only
+exists in the model (or needs undefined behaviour) is not confirmed.
+
+The program runs in its own temporary directory and process group, under CPU,
+memory and wall limits, and is killed with its whole group on timeout.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+from pycparser import c_ast
+
+from veribatch.verifiers import cfront
+from veribatch.verifiers.z3c import encode
+
+_MARK = "VERIBATCH_REACH_ERROR"
+
+
+@dataclass
+class Replay:
+    confirmed: bool
+    detail: str
+
+
+class _Rewrite(c_ast.NodeVisitor):
+    """Uninitialised locals read the next input; ILP32 `long` becomes `int`."""
+
+    def __init__(self, ilp32: bool):
+        self.ilp32 = ilp32
+
+    def visit_FuncDef(self, node: c_ast.FuncDef) -> None:
+        if node.body is not None:
+            self._locals(node.body)
+        self.generic_visit(node)
+
+    def _locals(self, node: c_ast.Node) -> None:
+        for _, child in node.children():
+            if (
+                isinstance(child, c_ast.Decl)
+                and child.init is None
+                and isinstance(child.type, c_ast.TypeDecl)
+                and not (child.storage or [])
+            ):
+                child.init = c_ast.FuncCall(c_ast.ID("__vb_nd"), None)
+            if not isinstance(child, c_ast.FuncDef):
+                self._locals(child)
+
+    def visit_IdentifierType(self, node: c_ast.IdentifierType) -> None:
+        if self.ilp32 and node.names.count("long") == 1:
+            names = ["int" if n == "long" else n for n in node.names]
+            while names.count("int") > 1:
+                names.remove("int")
+            node.names = names
+
+
+def program_source(ast: c_ast.FileAST, values: list[int], *, data_model: str = "ILP32") -> str:
+    """The instrumented C program fed with `values` (exposed for tests)."""
+    tree = copy.deepcopy(ast)
+    called: set[str] = set()
+
+    class Calls(c_ast.NodeVisitor):
+        def visit_FuncCall(self, node: c_ast.FuncCall) -> None:
+            if isinstance(node.name, c_ast.ID):
+                called.add(node.name.name)
+            self.generic_visit(node)
+
+    Calls().visit(tree)
+    defined = {e.decl.name for e in tree.ext if isinstance(e, c_ast.FuncDef)}
+    ours = {"reach_error", "__assert_fail", "__VERIFIER_error"}
+    tree.ext = [
+        e for e in tree.ext
+        if not (isinstance(e, c_ast.FuncDef) and e.decl.name in ours)
+        and not (isinstance(e, c_ast.Decl) and e.name in ours | {"rand"})
+    ]
+    _Rewrite(data_model == "ILP32").visit(tree)
+    long_as = "int" if data_model == "ILP32" else "long"
+    vals = ", ".join(f"{v % (1 << 64)}ULL" for v in values) or "0ULL"
+    lines = [
+        "extern void _exit(int);",
+        "extern long write(int, const void *, unsigned long);",
+        f"static const unsigned long long __vb_vals[] = {{{vals}}};",
+        "static unsigned long __vb_pos = 0;",
+        f"static long long __vb_nd(void) {{ if (__vb_pos >= {len(values)}UL) _exit(97);"
+        " return (long long)__vb_vals[__vb_pos++]; }",
+        f'static void __vb_err(void) {{ write(1, "{_MARK}\\n", {len(_MARK) + 1}); _exit(99); }}',
+        "void reach_error() { __vb_err(); }",
+        "void __VERIFIER_error() { __vb_err(); }",
+        "void __assert_fail(const char *a, const char *b, unsigned int c, const char *d)"
+        " { __vb_err(); }",
+    ]
+    for name in sorted(called - defined):
+        nd = encode.nondet_type_name(name)
+        if nd is not None:
+            ctype = nd.replace("long long", "LL").replace("long", long_as).replace("LL", "long long")
+            lines.append(f"{ctype} {name}(void) {{ return ({ctype})__vb_nd(); }}")
+        elif name == "rand":
+            lines.append("int rand(void) { return (int)__vb_nd(); }")
+        elif name in ("assert", "__VERIFIER_assert"):
+            lines.append(f"void {name}(int c) {{ if (!c) __vb_err(); }}")
+        elif name in ("assume", "__VERIFIER_assume", "assume_abort_if_not"):
+            lines.append(f"void {name}(int c) {{ if (!c) _exit(0); }}")
+        elif name.startswith("INVARIANT_MARKER") or name == "__VERIFIER_marker":
+            lines.append(f"void {name}(void) {{}}")
+    return "\n".join(lines) + "\n" + cfront.to_source(tree)
+
+
+def _limits() -> None:
+    resource.setrlimit(resource.RLIMIT_CPU, (10, 10))
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 24, 1 << 24))
+
+
+def replay(
+    ast: c_ast.FileAST, values: list[int], *, data_model: str = "ILP32", timeout_s: float = 10.0
+) -> Replay:
+    """Compile and run the program on `values`; confirmed iff it reaches `reach_error`."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        return Replay(False, "gcc not found: the counterexample cannot be confirmed")
+    src = program_source(ast, values, data_model=data_model)
+    with tempfile.TemporaryDirectory(prefix="vb-replay-") as tmp:
+        cfile = os.path.join(tmp, "cex.c")
+        exe = os.path.join(tmp, "cex")
+        with open(cfile, "w") as fh:
+            fh.write(src)
+        flags = [
+            "-std=gnu11", "-O0", "-w", "-fno-builtin",
+            "-fsanitize=signed-integer-overflow,integer-divide-by-zero,shift",
+            "-fno-sanitize-recover=all",
+        ]
+        comp = subprocess.run(
+            [gcc, *flags, cfile, "-o", exe], capture_output=True, text=True, timeout=60, cwd=tmp
+        )
+        if comp.returncode != 0:
+            first = (comp.stderr.strip().splitlines() or ["?"])[0]
+            return Replay(False, f"replay program did not compile: {first}")
+        proc = subprocess.Popen(
+            [exe], cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_limits,
+            env={"PATH": "/usr/bin:/bin", "UBSAN_OPTIONS": "halt_on_error=1"},
+        )
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return Replay(False, "replay timed out")
+        text = out.decode(errors="replace")
+        etext = err.decode(errors="replace")
+        if proc.returncode == 99 and _MARK in text:
+            return Replay(True, "reach_error reached by the compiled program")
+        if "runtime error" in etext:
+            line = next(x for x in etext.splitlines() if "runtime error" in x)
+            return Replay(False, f"undefined behaviour on the trace: {line.strip()}")
+        if proc.returncode == 97:
+            return Replay(False, "the program asked for more inputs than the trace has")
+        return Replay(False, f"program ended without reaching reach_error (exit {proc.returncode})")

@@ -1,5 +1,0 @@
-"""The embedded Z3 verifier for C: Horn clauses + Spacer, BMC, candidate checks.
-
-Import what you need from `verifiers.z3c.api`; run it as
-``python -m verifiers.z3c FILE --timeout S --json`` (see README.md here).
-"""
