@@ -115,7 +115,7 @@ def key_figure(t: Table, max_rows: int = KEY_ROWS) -> str:
     unit = "%" if t.metrics[metric].kind == "rate" else (
         f" {t.metrics[metric].unit}" if t.metrics[metric].unit else "")
     index = [c for c in t.index if c in t.frame.columns]
-    items = []
+    items: list[str] = []
     for _, row in t.frame.head(max_rows).iterrows():
         name = " / ".join(v for c in index if (v := _cell(row[c]))) or f"row {len(items) + 1}"
         value = row[metric]
