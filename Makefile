@@ -16,6 +16,8 @@ $(BIN)/launch: pyproject.toml
 	touch $(BIN)/launch
 
 setup: $(BIN)/launch
+	@# No system package is installed from here; one line says what a missing sandbox means.
+	@command -v bwrap >/dev/null 2>&1 || [ -x /usr/bin/bwrap ] || echo "make setup: bubblewrap (bwrap) not found: REFUTE's no-model default runs its shipped programs without namespace isolation (recorded as such); model runs need it: apt-get install bubblewrap (or dnf install bubblewrap), as root"
 
 run: setup
 	$(BIN)/launch invbench

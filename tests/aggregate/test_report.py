@@ -109,3 +109,29 @@ def test_report_in_headless_chromium(pages: dict[str, Path], tmp_path: Path) -> 
             shot.write_bytes(res.screenshot)
             shutil.copy(pages[name], artifacts / f"report-{name}.html")
             print(f"screenshot: {shot}")
+
+
+def test_headline_first_provenance_last(pages: dict[str, Path]) -> None:
+    """What ran, coverage, each table's key figure and the plots come before the tables in
+    full; the long provenance table comes last."""
+    from veribatch.aggregate.report import key_figure
+
+    inv = pages["inv"].read_text()
+    head_end = inv.index('id="run0"')  # the tables section of the run
+    headline = inv[inv.index('id="run0-headline"'):head_end]
+    assert "task <b>invbench</b>" in headline and "no model (the task&#x27;s reference arms)" in headline
+    assert "2 instance(s) in 1 shard(s)" in headline and "aggregate: complete" in headline
+    tables = load_tables(pages["runs"] / "inv")
+    for t in tables:  # one line per table: a link to it and its first declared metric per row
+        assert f'href="#run0-{t.key}"' in headline and key_figure(t) in headline
+    assert any(next(iter(t.metrics), None) for t in tables)
+    first_metric = next(m for t in tables for m in t.metrics if m in t.frame.columns)
+    assert f"<code>{first_metric}</code>" in headline
+    assert headline.count('<svg class="figure"') == sum(len(t.plots) for t in tables) > 0
+    order = [inv.index(s) for s in ('id="run0-headline"', 'data-table=', 'id="trends"',
+                                     'id="provenance"', "<td>code_version</td>")]
+    assert order == sorted(order), order
+    sel = pages["sel"].read_text()  # two runs: both headlines, then regress, tables, provenance
+    order = [sel.index(s) for s in ('id="run0-headline"', 'id="run1-headline"', 'id="regress"',
+                                     'id="run0"', 'id="run1"', 'id="provenance"')]
+    assert order == sorted(order), order

@@ -48,6 +48,8 @@ def test_model_paths_and_replay_sources_are_checked_at_plan_time(tmp_path):
     with pytest.raises(PlanError, match="replay needs a run directory; /nonexistent does not"):
         cfg(model="replay:/nonexistent")
     (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")  # a model folder: config and weights
+    (tmp_path / "m" / "model.safetensors").write_text("")
     assert cfg(model=f"hf:{tmp_path / 'm'}").model == f"hf:{tmp_path / 'm'}"
     assert cfg(model="vllm:Qwen/Qwen2.5-72B-Instruct").model  # a hub name: not a path
 

@@ -1,4 +1,5 @@
-"""`launch verify`: prints the verdict, exit 0 whatever it is, 2 only when nothing could run."""
+"""`launch verify`: prints the verdict; exit 0 for an answer, 1 for ERROR (the tool could not
+read the input or crashed), 2 when nothing could run."""
 
 from __future__ import annotations
 
@@ -66,3 +67,25 @@ def test_cannot_run_exits_2(app, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     r = CliRunner().invoke(app, ["verify", *[a.format(c=c) for a in args]])
     assert r.exit_code == 2
     assert message in " ".join(r.output.split())
+
+
+@pytest.mark.parametrize("text", [
+    Path("/etc/passwd").read_text() if Path("/etc/passwd").is_file() else "root:x:0:0:root:/root:/bin/sh\n",
+    "int main( {\n",  # a C syntax error
+])
+def test_an_input_the_tool_cannot_read_is_error_and_exits_1(app, tmp_path: Path, text: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule UAutomizer's adapter follows (syntax error: ERROR) holds for z3 too; the summary
+    line is one line even on a narrow terminal (it used to break in "ended by \\nexit")."""
+    from rich.console import Console
+
+    monkeypatch.setattr(verify, "out", Console(width=40))
+    f = tmp_path / "input.c"
+    f.write_text(text)
+    r = CliRunner().invoke(app, ["verify", str(f), "--tool", "z3", "--log-dir", str(tmp_path / "l")])
+    assert r.exit_code == 1, r.output
+    first, second = r.stdout.splitlines()[:2]
+    assert first.startswith("ERROR  z3 ") and first.endswith("ended by exit"), r.stdout
+    assert second.startswith("reason: parse error: ") and "input.c" in second, r.stdout
+    r = CliRunner().invoke(app, ["verify", str(f), "--tool", "z3", "--json"])
+    assert r.exit_code == 1 and json.loads(r.stdout)["status"] == "ERROR"

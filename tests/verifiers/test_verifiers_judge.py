@@ -354,7 +354,7 @@ def no_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     shutil.rmtree(where, ignore_errors=True)
 
 
-def test_no_isolation_is_refused_unless_explicitly_unsafe(no_bwrap, write) -> None:
+def test_no_isolation_is_refused_unless_explicitly_unsafe(no_bwrap, write, tmp_path: Path) -> None:
     from veribatch.launch.api import plan_run
     from veribatch.verifiers.judge import SandboxUnavailable
 
@@ -364,7 +364,8 @@ def test_no_isolation_is_refused_unless_explicitly_unsafe(no_bwrap, write) -> No
     assert "No permissions to create new namespace" in msg and "max_user_namespaces" in msg
     assert "install bubblewrap" in msg and "sandbox=unsafe" in msg
     with pytest.raises(ValueError, match="no sandbox for untrusted code"):
-        plan_run("refute", limit=1)  # launch refuses at plan time (exit 2 on the CLI)
+        plan_run("refute", limit=1, model=f"replay:{tmp_path}")  # a model run: refused at plan time
+    plan_run("refute", limit=1)  # shipped programs only: runs unisolated, says so (test_fresh_machine)
     box = detect_sandbox("unsafe")
     assert (box.kind, box.unsafe, box.fs_isolated) == ("none", True, False)
     r = run_program(Program.of(write("p.py", "print(6 * 7)")), "", sandbox=box)

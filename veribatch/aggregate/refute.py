@@ -65,6 +65,17 @@ def solved_sets(att: pd.DataFrame) -> dict[tuple[str, str], set[str]]:
     return out
 
 
+def sandbox_label(g: pd.DataFrame) -> str:
+    """The isolation mechanism(s) of a row's attempts, named (records: `sandbox`,
+    `sandbox_unsafe`): kind "none" is either the explicit unsafe mode or the fallback of a
+    run of shipped programs only (`tasks.refute.problem.shipped_programs_only`)."""
+    kinds = sorted(set(g.get("sandbox", pd.Series(dtype=str)).dropna()))
+    unsafe = bool(g.get("sandbox_unsafe", pd.Series([False])).fillna(False).astype(bool).any())
+    names = [k if k != "none" or unsafe else "none (no namespaces; shipped programs only)"
+             for k in kinds]
+    return ",".join(names) + (" UNSAFE" if unsafe else "")
+
+
 def success_table(att: pd.DataFrame, expected: int, key: str = "refute_success",
                   sampled: bool = True) -> Table:
     rows, samples = [], []
@@ -74,7 +85,6 @@ def success_table(att: pd.DataFrame, expected: int, key: str = "refute_success",
         covered = len(per)
         lo, hi = wilson_interval(n_solved, covered)
         gen = _num(g, "generation_time_s")
-        unsafe = bool(g.get("sandbox_unsafe", pd.Series([False])).fillna(False).astype(bool).any())
         rows.append({
             "model": model, "arm": arm, "covered": covered, "missing": expected - covered,
             "attempts": len(g), "solved": n_solved, "success_rate": _rate(n_solved, covered),
@@ -83,8 +93,7 @@ def success_table(att: pd.DataFrame, expected: int, key: str = "refute_success",
             "errors": int((g["outcome"] == "error").sum()),
             "validation_failures": int(g["reason"].isin(VALIDATION_REASONS).sum()),
             "mean_generation_s": round(float(gen.mean()), 3) if gen.notna().any() else None,
-            "sandbox": ",".join(sorted(set(g.get("sandbox", pd.Series(dtype=str)).dropna()))) + (
-                " UNSAFE" if unsafe else ""),
+            "sandbox": sandbox_label(g),
         })
         for iid, (_n, c) in per.items():
             samples.append({"model": model, "arm": arm, "instance_id": iid, "solved": float(c > 0)})
@@ -105,8 +114,12 @@ def success_table(att: pd.DataFrame, expected: int, key: str = "refute_success",
                  "success_rate = solved / covered, ci95 its Wilson interval; pass_at_1 the "
                  "unbiased estimate over the attempts. errors: the correct solution failed or the "
                  "judge could not run (never counted as success). Reference rows "
-                 "('reference (no model)') use no model. 'UNSAFE' marks attempts run without a "
-                 "sandbox on explicit request."),
+                 "('reference (no model)') use no model. sandbox: the isolation the attempts ran "
+                 "under: bwrap (bubblewrap namespaces), apptainer, or 'none (no namespaces; "
+                 "shipped programs only)' where the node has neither and the run executes only "
+                 "programs shipped with veribatch (the no-model default on the sample: limits, "
+                 "own temp dir, uid 65534 when root); 'UNSAFE' marks attempts run without a "
+                 "sandbox on explicit request (sandbox=unsafe)."),
     )
 
 

@@ -1,12 +1,14 @@
 """`launch report RUN... [--history DIR]`: one static, self-contained HTML page.
 
-What a reader needs to trust and forward a night's results, in reading order: the regress
-summary when two runs are compared, provenance (code version, cluster profile, dataset hash,
-model revision, verifier image digest, every config field) side by side, then per run its
-coverage and every table with the plots the task declared, then trends over nights from
-the history parquet.  No script, no external file or font: plots are inline SVG from
-matplotlib (`aggregate/plots.py`), styles are inline, so the page works offline and as a
-mail attachment.
+In reading order — what a reader wants first, what they need to trust it last: the
+headline per run (what ran: task, dataset, model or reference arms, strategy, verifier,
+instances; coverage; the key figure of each table — its first declared metric per row —
+and every plot the task declared), the regress summary when two runs are compared, then
+per run every table in full with its caption, trends over nights from the history parquet,
+and provenance last (code version, cluster profile, dataset hash, model revision, verifier
+image digest, every config field) side by side.  No script, no external file or font:
+plots are inline SVG from matplotlib (`aggregate/plots.py`), styles are inline, so the page
+works offline and as a mail attachment.
 """
 
 from __future__ import annotations
@@ -40,8 +42,11 @@ th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .caption{color:#555;font-size:.85rem;max-width:60rem}.coverage{font-size:.85rem;color:#333}
 .good{color:#0a6b2c}.bad{color:#a01010}.figure{max-width:100%;height:auto;display:block}
 .figures{display:flex;flex-wrap:wrap;gap:1rem}.prov td:first-child{font-weight:600}
-nav a{margin-right:1rem}.scroll{overflow-x:auto}
+nav a{margin-right:1rem}.scroll{overflow-x:auto}.headline li{margin:.15rem 0}
+.what{font-size:1rem}
 """
+KEY_ROWS = 6
+"""Rows of a table whose key figure the headline lists (the table section has them all)."""
 
 
 def _esc(v: Any) -> str:
@@ -90,7 +95,47 @@ def _provenance_html(provs: list[dict[str, str]]) -> str:
     return f'<table class="prov"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>\n'
 
 
-def _run_section(run_dir: Path, anchor: str) -> tuple[str, dict[str, str]]:
+def _what_ran(manifest: dict[str, Any]) -> str:
+    c = manifest.get("config") or {}
+    model = c.get("model") or "no model (the task's reference arms)"
+    bits = [f"task <b>{_esc(c.get('task'))}</b>", f"dataset {_esc(c.get('dataset'))}",
+            f"model {_esc(model)}", f"strategy {_esc(c.get('strategy'))}",
+            f"verifier {_esc(c.get('verifier'))}",
+            f"{_esc(manifest.get('instance_count'))} instance(s) in {_esc(c.get('shards'))} shard(s)"]
+    if c.get("limit"):
+        bits.append(f"--limit {_esc(c.get('limit'))}")
+    return " · ".join(bits)
+
+
+def key_figure(t: Table, max_rows: int = KEY_ROWS) -> str:
+    """The table's first declared metric, row by row (named by its index columns)."""
+    metric = next((m for m in t.metrics if m in t.frame.columns), None)
+    if metric is None or not len(t.frame):
+        return "no metric declared" if metric is None else "no rows"
+    unit = "%" if t.metrics[metric].kind == "rate" else (
+        f" {t.metrics[metric].unit}" if t.metrics[metric].unit else "")
+    index = [c for c in t.index if c in t.frame.columns]
+    items: list[str] = []
+    for _, row in t.frame.head(max_rows).iterrows():
+        name = " / ".join(v for c in index if (v := _cell(row[c]))) or f"row {len(items) + 1}"
+        value = row[metric]
+        items.append(f"{_esc(name)}: <b>{_esc(_cell(value))}{_esc(unit) if _is_num(value) else ''}</b>")
+    more = f" · … {len(t.frame) - max_rows} more row(s)" if len(t.frame) > max_rows else ""
+    return f"<code>{_esc(metric)}</code> — " + " · ".join(items) + more
+
+
+def _figures(t: Table) -> list[str]:
+    figs = []
+    for p in t.plots:
+        try:
+            figs.append(plot_svg(t, p))
+        except ValueError as e:
+            figs.append(f'<p class="bad">plot not drawn ({_esc(t.key)}): {_esc(e)}</p>')
+    return figs
+
+
+def _run_sections(run_dir: Path, anchor: str) -> tuple[str, str, dict[str, str]]:
+    """(headline, tables section, provenance) of one run."""
     manifest, stages = load_run(run_dir)
     prov = provenance(run_dir, manifest, {s: r.frame for s, r in stages.items()})
     tables = load_tables(run_dir)
@@ -100,31 +145,41 @@ def _run_section(run_dir: Path, anchor: str) -> tuple[str, dict[str, str]]:
         agg = {}
     status = agg.get("status", "not aggregated")
     missing = agg.get("missing_shards") or []
-    parts = [f'<h2 id="{anchor}">Run {_esc(manifest.get("run_id"))}</h2>\n',
-             f'<p class="coverage"><span class="{"good" if status == "complete" else "bad"}">'
-             f"aggregate: {_esc(status)}</span>"
-             + (f"; incomplete shards: {_esc(', '.join(missing[:20]))}" if missing else "")
-             + "; per stage: "
-             + ", ".join(f"{_esc(n)} {sr.covered}/{len(sr.expected)} instances" for n, sr in stages.items())
-             + "</p>\n"]
+    run_id = _esc(manifest.get("run_id"))
+    head = [f'<h2 id="{anchor}-headline">Run {run_id}</h2>\n',
+            f'<p class="what">{_what_ran(manifest)}</p>\n',
+            f'<p class="coverage"><span class="{"good" if status == "complete" else "bad"}">'
+            f"aggregate: {_esc(status)}</span>"
+            + (f"; incomplete shards: {_esc(', '.join(missing[:20]))}" if missing else "")
+            + "; per stage: "
+            + ", ".join(f"{_esc(n)} {sr.covered}/{len(sr.expected)} instances" for n, sr in stages.items())
+            + "</p>\n"]
+    body = [f'<h2 id="{anchor}">Tables of run {run_id}</h2>\n']
     if not tables:
-        parts.append(f"<p class=\"bad\">no tables: run <code>launch aggregate {_esc(run_dir)}</code></p>\n")
+        note = f"<p class=\"bad\">no tables: run <code>launch aggregate {_esc(run_dir)}</code></p>\n"
+        head.append(note)
+        body.append(note)
+    figures: list[str] = []
+    if tables:
+        head.append('<ul class="headline">')
     for t in tables:
-        parts.append(f'<section class="table" id="{anchor}-{_esc(t.key)}"><h3>{_esc(t.title)}</h3>\n')
-        parts.append(f'<p class="coverage">{coverage_line(t)} · <code>{_esc(t.key)}</code></p>\n')
-        parts.append(table_html(t))
+        section = f"{anchor}-{_esc(t.key)}"
+        head.append(f'<li><a href="#{section}">{_esc(t.title)}</a>: {key_figure(t)}</li>')
+        body.append(f'<section class="table" id="{section}"><h3>{_esc(t.title)}</h3>\n')
+        body.append(f'<p class="coverage">{coverage_line(t)} · <code>{_esc(t.key)}</code></p>\n')
+        body.append(table_html(t))
         if t.caption:
-            parts.append(f'<p class="caption">{_esc(t.caption)}</p>\n')
-        figs = []
-        for p in t.plots:
-            try:
-                figs.append(plot_svg(t, p))
-            except ValueError as e:
-                figs.append(f'<p class="bad">plot not drawn: {_esc(e)}</p>')
-        if figs:
-            parts.append('<div class="figures">' + "".join(figs) + "</div>\n")
-        parts.append("</section>\n")
-    return "".join(parts), prov
+            body.append(f'<p class="caption">{_esc(t.caption)}</p>\n')
+        if t.plots:
+            body.append(f'<p class="coverage">plot(s): in the <a href="#{anchor}-headline">headline'
+                        "</a></p>\n")
+        figures += _figures(t)
+        body.append("</section>\n")
+    if tables:
+        head.append("</ul>\n")
+    if figures:
+        head.append('<div class="figures">' + "".join(figures) + "</div>\n")
+    return "".join(head), "".join(body), prov
 
 
 def _row_name(row_json: str) -> str:
@@ -167,30 +222,33 @@ def trends_html(history: pd.DataFrame, run_ids: Sequence[str], max_lines: int = 
 def build_report(runs: Sequence[Path], *, history: Path | None = None,
                  regressions: Sequence[RegressReport] = (), title: str = "") -> str:
     runs = [Path(r) for r in runs]
-    sections, provs = [], []
+    heads, sections, provs = [], [], []
     for i, r in enumerate(runs):
-        body, prov = _run_section(r, f"run{i}")
+        head, body, prov = _run_sections(r, f"run{i}")
+        heads.append(head)
         sections.append(body)
         provs.append(prov)
     title = title or "veribatch report: " + ", ".join(p.get("run_id", "") for p in provs)
-    nav = ['<a href="#provenance">provenance</a>']
+    nav = [f'<a href="#run{i}-headline">{_esc(p.get("run_id"))}</a>' for i, p in enumerate(provs)]
     parts = [f"<h1>{_esc(title)}</h1>\n",
              f'<p class="coverage">generated {time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime())} · '
-             "self-contained (no script, no network)</p>\n"]
+             "self-contained (no script, no network) · headline first, provenance last</p>\n"]
+    parts += heads
     if regressions:
-        nav.insert(0, '<a href="#regress">regress</a>')
+        nav.append('<a href="#regress">regress</a>')
         parts.append('<h2 id="regress">Regress summary</h2>\n')
         for rep in regressions:
             parts.append(f"<h3>{_esc(rep.current.get('run_id'))} against {_esc(rep.base.get('run_id'))}: "
                          f"{_esc(headline(rep))}</h3>\n")
             parts.append(regress_html(rep))
-    parts.append('<h2 id="provenance">Provenance</h2>\n' + _provenance_html(provs))
+    nav += [f'<a href="#run{i}">tables {_esc(p.get("run_id"))}</a>' for i, p in enumerate(provs)]
     parts += sections
-    nav += [f'<a href="#run{i}">{_esc(p.get("run_id"))}</a>' for i, p in enumerate(provs)]
     if history is not None:
         nav.append('<a href="#trends">trends</a>')
         parts.append('<h2 id="trends">Trends over nights</h2>\n')
         parts.append(trends_html(read_history(history), [p.get("run_id", "") for p in provs]))
+    nav.append('<a href="#provenance">provenance</a>')
+    parts.append('<h2 id="provenance">Provenance</h2>\n' + _provenance_html(provs))
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             '<link rel="icon" href="data:,">'

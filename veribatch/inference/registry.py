@@ -67,6 +67,33 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return kind, name
 
 
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf", "*.safetensors.index.json",
+                   "*.bin.index.json")
+"""Files that hold (or index) a checkpoint's weights in a transformers / vLLM model folder."""
+
+
+def local_model_problem(kind: str, path: Path) -> str | None:
+    """What makes `path` unusable as a local model for engine `kind` (hf/vllm), or None.
+
+    A model folder holds ``config.json`` and weight files (`WEIGHT_PATTERNS`); vLLM also
+    takes a single ``.gguf`` file.  Checked when the spec is planned, so that a folder that
+    is not a model fails in one line instead of after submission, in every shard."""
+    if path.is_file():
+        if kind == "vllm" and path.suffix == ".gguf":
+            return None
+        return f"{path} is a file; {kind}: needs a model folder (config.json and weights)"
+    if not path.is_dir():
+        return f"no model at {path}"
+    missing = []
+    if not (path / "config.json").is_file():
+        missing.append("config.json")
+    if not any(next(path.glob(p), None) for p in WEIGHT_PATTERNS):
+        missing.append("weights (*.safetensors, *.bin, *.pt, *.gguf)")
+    if missing:
+        return f"{path} is not a model folder: no {' and no '.join(missing)}"
+    return None
+
+
 def open_engine(spec: str, *, cache_dir: Path | None = None, **options: Any) -> Engine:
     """Open the engine named by `spec`; see the module docstring for the spec syntax."""
     kind, name = parse_spec(spec)

@@ -66,13 +66,17 @@ class ExecChoice:
 
     def validate(self, stages: list[tuple[str, str]]) -> Profile | None:
         """Everything about *how* to run that can be wrong, checked before anything is written:
-        the executor name, the profile file (every key typed), a partition per stage resource."""
+        the executor name, the profile file (every key typed; also with the local executor,
+        which does not use it: a misspelt name must not pass silently), a partition per stage
+        resource."""
         if self.executor not in EXECUTORS:
             raise ValueError(f"unknown executor {self.executor!r}; known executors: "
                              + ", ".join(EXECUTORS))
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"--workers must be at least 1, got {self.workers}")
         if self.executor != "slurm":
+            if self.profile is not None:
+                self.profile_obj()  # an unknown or malformed profile is an error whatever the executor
             return None
         profile = self.profile_obj()
         for name, resource in stages:

@@ -231,20 +231,45 @@ def _report(o: LaunchOutcome, quiet: bool = False) -> int:
                       highlight=False)
         out.print(f"follow with: launch status {o.rd.root}", highlight=False)
         return EXIT_OK
-    if s is not None and s.failed:
-        err.print(f"[red]{len(s.failed)} shard(s) failed:[/] "
-                  + ", ".join(f"{a}/{b}" for a, b in s.failed[:10])
-                  + (f"; {s.message}" if s.message else ""), highlight=False)
-        err.print(f"see: launch logs {o.rd.root} --failed; then: launch resume {o.rd.root}",
-                  highlight=False)
+    failed = s is not None and bool(s.failed)
     if o.aggregate is not None:
-        if not quiet and o.aggregate.markdown:
+        # with failed shards the tables hold only what finished (often nothing): not printed,
+        # so the failure summary below is what a user sees
+        if not quiet and o.aggregate.markdown and not failed:
             out.print(o.aggregate.markdown, highlight=False, markup=False, soft_wrap=True)
         if o.aggregate.paths:
-            out.print(f"tables: {o.rd.root / 'tables'}", highlight=False)
-        if not o.aggregate.complete:
+            out.print(f"tables: {o.rd.root / 'tables'}"
+                      + (" (partial: only the shards that finished)" if failed else ""),
+                      highlight=False)
+        if not o.aggregate.complete and not failed:
             err.print(f"[yellow]tables are partial:[/] {o.aggregate.message}", highlight=False)
+    if failed:
+        assert s is not None
+        _failure_summary(o.rd, s.failed, s.message)
     return EXIT_OK if o.ok else EXIT_INCOMPLETE
+
+
+def _failure_summary(rd: RunDir, failed: list[tuple[str, int]], message: str) -> None:
+    """Which shards failed and the first line of each one's error, then where to look."""
+    from rich.markup import escape
+
+    from .status import run_state
+
+    try:
+        reasons = {(sh.stage, sh.shard): ("not started: " if sh.blocked else "") + sh.reason
+                   for col in run_state(rd, live=False).shards.values() for sh in col}
+    except Exception:  # the summary must not hide the failure it reports
+        reasons = {}
+    err.print(f"[red]{len(failed)} shard(s) failed[/]" + (f" ({escape(message)})" if message else "")
+              + ":", highlight=False)
+    for stage, k in failed[:10]:
+        why = (reasons.get((stage, k)) or "").strip().splitlines()
+        err.print(f"  {stage}/{k}: " + escape(why[0][:300] if why else "(no reason recorded)"),
+                  highlight=False, soft_wrap=True)
+    if len(failed) > 10:
+        err.print(f"  ... and {len(failed) - 10} more", highlight=False)
+    err.print(f"see: launch logs {rd.root} --failed; then: launch resume {rd.root}",
+              highlight=False, soft_wrap=True)
 
 
 def _unmet(message: str) -> int:

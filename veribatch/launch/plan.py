@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from veribatch.inference.registry import parse_spec
+from veribatch.inference.registry import local_model_problem, parse_spec
 from veribatch.tasks.base import Instance, RunConfig, Stage, Task, UnknownNameError
+from veribatch.tasks.sampling import check_sampling
 
 from .rundir import AGGREGATE_STAGE
 
@@ -135,6 +136,7 @@ def make_config(
         options=parse_options(task, options),
         **kwargs,
     )
+    check_sampling(config)  # --n 0, --temperature -1, --max-tokens 0: refused for every task
     config = task.resolve_config(config)
     return replace(config, versions=dict(task.versions(config)))
 
@@ -142,7 +144,8 @@ def make_config(
 def check_model_spec(model: str) -> None:
     """Fail at plan time — not after the baseline stage has run for an hour — on a model
     spec that cannot work: an unknown engine, a local model path (hf:/..., vllm:./...) that
-    does not exist, or a replay source that is not a directory."""
+    does not exist or is not a model folder (config.json and weights), or a replay source
+    that is not a directory."""
     kind, name = parse_spec(model)
     path = Path(name).expanduser()
     if kind == "replay":
@@ -152,6 +155,10 @@ def check_model_spec(model: str) -> None:
     elif kind in ("hf", "vllm") and name.startswith(("/", ".", "~")) and not path.exists():
         raise PlanError(f"--model {model}: no model at {path} (a path, since it starts with "
                         "'/', '.' or '~'; a hub name looks like ORG/NAME)")
+    elif kind in ("hf", "vllm") and path.exists():  # a local folder wins over a hub name
+        problem = local_model_problem(kind, path)
+        if problem:
+            raise PlanError(f"--model {model}: {problem}")
 
 
 def _looks_like_path(dataset: str) -> bool:

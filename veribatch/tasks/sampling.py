@@ -24,6 +24,32 @@ def model_run_sampling(max_tokens: int) -> dict[str, Any]:
     return {"max_tokens": max_tokens, "seed": 0}
 
 
+def check_sampling(config: RunConfig) -> None:
+    """Refuse sampling no engine can honour, at plan time and for every task (a model run
+    or not): ``--n``/``n_samples`` and ``--max-tokens`` at least 1, ``--temperature`` and
+    ``top_p`` numbers with temperature >= 0 (0 = greedy) and 0 < top_p <= 1.  Without this
+    a negative temperature or zero samples reach the engine — or silently produce nothing."""
+    s, o = config.sampling, config.options
+    checks: list[tuple[str, Any, str]] = [
+        ("--n", s.get("n"), "count"), ("-o n_samples", o.get("n_samples"), "count"),
+        ("--max-tokens", s.get("max_tokens"), "count"),
+        ("--temperature", s.get("temperature"), "temperature"), ("top_p", s.get("top_p"), "top_p"),
+    ]
+    for flag, value, rule in checks:
+        if value is None:
+            continue
+        if rule == "count":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{flag} {value}: must be a whole number of at least 1")
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            raise ValueError(f"{flag} {value}: must be a number")
+        if rule == "temperature" and value < 0:
+            raise ValueError(f"{flag} {value}: must be at least 0 (0 = greedy decoding)")
+        if rule == "top_p" and not 0 < value <= 1:
+            raise ValueError(f"{flag} {value}: must be in (0, 1]")
+
+
 def resolve_samples(config: RunConfig) -> RunConfig:
     """Fold ``--n`` into ``n_samples`` (a contradiction is an error) and record the temperature."""
     n_cli = config.sampling.get("n")

@@ -16,7 +16,9 @@ Which stored entry may answer a query at limits L (the rule, in one place):
   TIMEOUT at 10 s says nothing about 600 s, and an UNKNOWN may come from a tool's
   internal budget that scales with the limit;
 - ERROR and cancelled runs are never stored: they describe the machine or the
-  caller, not the query.
+  caller, not the query — except an input the tool could not read (an ERROR with
+  ``extras["phase"] == "parse"``, `verifiers.result`): that describes the query itself,
+  as the FALSE it replaced did, and answers the same limits like an undecided result.
 
 Entries are single JSON files written atomically (temp file + rename), so many
 workers on a shared file system can read and write the cache without locks.
@@ -62,7 +64,9 @@ def _limits_id(limits: Limits) -> str:
 
 
 def cacheable(result: VerifierResult) -> bool:
-    return result.status is not Status.ERROR and result.termination_reason != "cancelled"
+    unreadable = result.status is Status.ERROR and result.extras.get("phase") == "parse"
+    return ((result.status is not Status.ERROR or unreadable)
+            and result.termination_reason != "cancelled")
 
 
 def answers(stored_limits: Limits, result: VerifierResult, wanted: Limits) -> bool:

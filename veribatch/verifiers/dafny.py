@@ -34,10 +34,12 @@ newest wording; see the README beside them):
   found...`` and exit 2 even when every proof went through: the exit code alone does not
   tell a syntax error from an ``assume``, so the verdict is read from the text.
 
-Verdicts: FALSE when the program does not parse/resolve or an obligation failed; UNKNOWN
-when nothing failed but some obligation timed out or ran out of resources (undecided, never
-verified); TRUE when everything asked was proved (or, for resolve, the program resolved);
-ERROR when Dafny printed none of the above (a crash, a missing solver).  ``0 errors`` is not
+Verdicts: ERROR when Dafny cannot read the input (parse errors: the rule every verifier
+follows, `verifiers.result`; ``extras["phase"] == "parse"`` tells it from a crash) or printed
+none of the verdicts below (a crash, a missing solver); FALSE when the program does not
+resolve (it was read, and is ill-typed) or an obligation failed; UNKNOWN when nothing failed
+but some obligation timed out or ran out of resources (undecided, never verified); TRUE when
+everything asked was proved (or, for resolve, the program resolved).  ``0 errors`` is not
 proof of honesty — ``{:verify false}`` members are skipped silently but for a warning — so
 warnings come back classified in ``extras["warnings"]`` for the task's integrity check.
 
@@ -253,6 +255,9 @@ def interpret(output: str, returncode: int | None) -> ToolVerdict:
         count = parse_errors if parse_errors is not None else resolve_errors
         what = "parse" if parse_errors is not None else "resolution/type"
         extras["phase"] = "parse" if parse_errors is not None else "resolution"
+        if parse_errors is not None:  # not a Dafny program Dafny can read: no verdict
+            return ToolVerdict(Status.ERROR, f"{count} {what} error(s): Dafny cannot read the input",
+                               extras)
         return ToolVerdict(Status.FALSE, f"{count} {what} error(s)", extras)
     if summary is not None:
         verified, n_errors, extra = summary

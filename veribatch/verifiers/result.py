@@ -3,6 +3,15 @@
 Tool verdicts (TRUE/FALSE/UNKNOWN) are kept apart from resource outcomes
 (TIMEOUT/OOM) and from failures to run the tool at all (ERROR): a task may
 count an UNKNOWN as "not decided", but must never count an ERROR as a verdict.
+
+One rule for every adapter: an input the tool cannot read — a file that does not parse
+as a program of the tool's language (a C parse error for z3 and UAutomizer alike, a
+Dafny parse error) — is ERROR with the parser's message as the reason, never UNKNOWN or
+FALSE; UNKNOWN is for inputs the tool read but could not decide (including constructs
+outside what it supports).  A program that was read but is ill-typed is a verdict
+(Dafny's resolution errors: FALSE), as is a contest compile error for the judge (CE:
+Codeforces' verdict on the program, not a failure to read the judge's input).
+`launch verify` exits 1 on ERROR (`launch/commands/verify.py`).
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ class Status(StrEnum):
     UNKNOWN = "UNKNOWN"  # the tool gave up or the input is outside what it supports
     TIMEOUT = "TIMEOUT"  # wall or CPU limit hit
     OOM = "OOM"          # memory limit hit
-    ERROR = "ERROR"      # the tool crashed or could not be run; not a verdict
+    ERROR = "ERROR"      # the tool crashed, could not be run or could not read the input; not a verdict
 
     @property
     def decided(self) -> bool:

@@ -1,10 +1,12 @@
 """``launch verify FILE... [--tool ...]``: ask one verifier one question, outside any run.
 
 For a user checking a program, an image or a cluster node before launching a
-benchmark.  The result is printed (one JSON object with ``--json``).  Exit code 0
-whatever the verdict; 2 only when the query could not be run at all: a missing
-file, an unknown tool or runtime, a tool that is not installed, a query the tool
-cannot express (e.g. two C files for uautomizer).
+benchmark.  The result is printed (one JSON object with ``--json``).  Exit code per
+status (also in ``launch verify --help``): 0 for an answer — TRUE, FALSE, UNKNOWN,
+TIMEOUT, OOM (read the status); 1 for ERROR: the tool ran but could not read the input (a parse error, the same
+rule for every verifier: `verifiers.result`) or crashed; 2 when the query could not be
+run at all: a missing file, an unknown tool or runtime, a tool that is not installed, a
+query the tool cannot express (e.g. two C files for uautomizer).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import typer
 from rich.console import Console
 
 EXIT_CANNOT_RUN = 2
+EXIT_TOOL_ERROR = 1
 DEFAULT_PROPERTY = {"dafny": "dafny-verify", "judge": "judge"}
 
 out = Console()
@@ -40,7 +43,12 @@ def verify_cmd(
                                                    "here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Run one verifier query and print its verdict (exit 0 whatever the verdict)."""
+    """Run one verifier query and print its verdict.
+
+    Exit code per status:
+    0: TRUE, FALSE, UNKNOWN, TIMEOUT, OOM (an answer: read the status);
+    1: ERROR (the tool could not read the input, e.g. a parse error, or crashed);
+    2: the query could not be run (missing file, unknown or missing tool)."""
     from veribatch.verifiers.base import Query
     from veribatch.verifiers.registry import UnknownToolError, get_verifier
     from veribatch.verifiers.result import Limits
@@ -61,20 +69,25 @@ def verify_cmd(
     except (UnknownToolError, FileNotFoundError, ValueError) as e:  # ToolNotFoundError included
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         raise typer.Exit(EXIT_CANNOT_RUN) from None
+    code = EXIT_TOOL_ERROR if result.status == "ERROR" else 0
     if as_json:
         print(json.dumps(result.to_json(), sort_keys=True))
-        return
+        raise typer.Exit(code)
+    # soft_wrap: one line each, wrapped (if at all) by the terminal, never cut mid-phrase by rich
     out.print(f"[bold]{result.status}[/]  {result.tool} {result.tool_version}  "
               f"{result.wall_s:.2f}s wall, {result.cpu_s:.2f}s CPU, {result.peak_mem_mb:.0f} MB, "
-              f"ended by {result.termination_reason}", highlight=False)
+              f"ended by {result.termination_reason}", highlight=False, soft_wrap=True)
     if result.reason:
-        out.print(f"reason: {result.reason}", highlight=False)
+        out.print(f"reason: {result.reason}", highlight=False, markup=False, soft_wrap=True)
     for inv in result.extras.get("invariants", [])[:20]:
-        out.print(f"invariant at line {inv['line']}: {inv['invariant']}", highlight=False)
+        out.print(f"invariant at line {inv['line']}: {inv['invariant']}", highlight=False,
+                  markup=False, soft_wrap=True)
     for error in result.extras.get("errors", [])[:20]:
         where = f"{error['file']}({error['line']},{error['col']})" if error.get("file") else "-"
-        out.print(f"{error.get('kind', 'error')}: {where}: {error['message']}", highlight=False)
-    out.print(f"log: {result.log_path}", highlight=False)
+        out.print(f"{error.get('kind', 'error')}: {where}: {error['message']}", highlight=False,
+                  markup=False, soft_wrap=True)
+    out.print(f"log: {result.log_path}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
 
 
 def _check_text(path: Path) -> None:

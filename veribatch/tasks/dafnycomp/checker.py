@@ -95,6 +95,7 @@ def check_program(path: Path, config: RunConfig, verifier: Any, log_dir: Path) -
                             Limits(wall_s=min(RESOLVE_LIMIT_S, budget), memory_mb=memory), log_dir)
     out: dict[str, Any] = {
         "resolve_status": str(resolved.status),
+        "resolve_phase": resolved.extras.get("phase"),  # "parse": an ERROR that is a syntax error
         "resolve_time_s": resolved.wall_s,
         "syntax_ok": resolved.status is Status.TRUE,
         "verify_status": None,

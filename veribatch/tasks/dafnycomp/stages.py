@@ -219,8 +219,9 @@ def outcome_of(integrity: str | None, checked: dict[str, Any]) -> str:
         return "cheat"
     if integrity == "unchecked":
         return "unchecked"
-    if checked["resolve_status"] == "ERROR" or checked.get("verify_status") == "ERROR":
-        return "dafny_error"
+    unreadable = checked["resolve_status"] == "ERROR" and checked.get("resolve_phase") == "parse"
+    if (checked["resolve_status"] == "ERROR" and not unreadable) or checked.get("verify_status") == "ERROR":
+        return "dafny_error"  # a parse error is ERROR for Dafny, but the model's syntax error here
     if not checked["syntax_ok"]:
         return "syntax_error"
     if checked["dafny_verified"]:

@@ -75,7 +75,9 @@ class RefuteTask(Task):
 
     def resolve_config(self, config: RunConfig) -> RunConfig:
         """Dataset limits, effective temperature, the judge's version; refuses (exit 2) where
-        ``sandbox=auto`` finds no isolation on the planning node."""
+        ``sandbox=auto`` finds no isolation on the planning node — except for a run of
+        shipped programs only (no model, the sample: `problem.shipped_programs_only`), which
+        runs with the node's own isolation and records so."""
         o = dict(config.options)
         kind = "sample" if config.dataset == "sample" else "hub"
         for key, value in LIMIT_DEFAULTS[kind].items():
@@ -85,10 +87,11 @@ class RefuteTask(Task):
             raise ValueError(f"sandbox={o['sandbox']!r}: expected auto, bwrap, apptainer or unsafe")
         config = resolve_samples(replace(config, options=o))
         if o["sandbox"] == "auto":
-            from veribatch.verifiers.judge import SandboxUnavailable, detect_sandbox
+            from veribatch.tasks.refute.problem import sandbox
+            from veribatch.verifiers.judge import SandboxUnavailable
 
             try:
-                detect_sandbox("auto", str(o.get("image") or "") or None)
+                sandbox(config)  # shipped programs only may fall back to the node's isolation
             except SandboxUnavailable as e:
                 raise ValueError(str(e)) from None
         if not config.verifier_version:

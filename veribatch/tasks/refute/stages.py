@@ -293,12 +293,13 @@ def run_judge(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
         refused = None
     except SandboxUnavailable as e:
         box, refused = None, str(e)
-    flags: Record = {"cxx_flags": None, "cxx_flags_note": None}
+    flags: Record = {"cxx_flags": None, "cxx_flags_note": None, "sandbox_note": None}
     if box is not None:
         from veribatch.verifiers.judge import effective_flags
 
         used, note = effective_flags(box)
-        flags = {"cxx_flags": " ".join(used), "cxx_flags_note": note}
+        flags = {"cxx_flags": " ".join(used), "cxx_flags_note": note,
+                 "sandbox_note": "; ".join(box.notes) or None}  # e.g. why kind "none" ran
     for inst in instances:
         work = ctx.scratch_dir() / "judge" / instance_dirname(inst.id)
         recs: list[Record] = []

@@ -221,14 +221,15 @@ def run_member_safely(
 
 
 def check_supported(text: str, data_model: str, filename: str) -> Outcome | None:
-    """Parse and encode up front: UNKNOWN naming the construct when outside the subset."""
+    """Parse and encode up front: UNKNOWN naming the construct when outside the subset,
+    ERROR when the text does not parse as C (the tool cannot read it)."""
     try:
         ast = cfront.parse(text, filename=filename)
         with engines.Z3_LOCK:
             enc = engines.encode(ast, mode="chc", data_model=data_model)
             engines.remember(text, data_model, ast, enc)  # members reuse it
-    except cfront.CParseError as exc:
-        return Outcome("UNKNOWN", f"parse error: {exc}")
+    except cfront.CParseError as exc:  # cannot read it: ERROR, as for every verifier (result.py)
+        return Outcome("ERROR", f"parse error: {exc}")
     except Unsupported as exc:
         return Outcome("UNKNOWN", f"unsupported: {exc}")
     except RecursionError:
