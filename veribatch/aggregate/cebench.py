@@ -62,16 +62,18 @@ def _ratio(a: float, b: float) -> float | None:
 def bias_metrics(c: dict[str, int]) -> dict[str, float | None]:
     """§4.4's figures as fractions (None where undefined): genuine recall = TP / genuine,
     precision = TP / (TP + S→G), F1 their harmonic mean, spurious recall = TN / spurious,
-    balanced accuracy = mean of the two recalls, accuracy = (TP + TN) / all."""
+    balanced accuracy = mean of the two recalls — undefined (None) when either class is
+    absent, as in every SAT_Pre row: the mean of one recall would pass for a balanced figure
+    (always-SPURIOUS would score 100), accuracy = (TP + TN) / all."""
     recall = _ratio(c["tp"], c["genuine"])
     precision = _ratio(c["tp"], c["tp"] + c["s2g"])
     spurious_recall = _ratio(c["tn"], c["spurious"])
     f1 = (2 * precision * recall / (precision + recall)) if precision and recall else (
         0.0 if precision is not None and recall is not None else None)
-    recalls = [r for r in (recall, spurious_recall) if r is not None]
     return {
         "genuine_recall": recall, "spurious_recall": spurious_recall, "precision": precision, "f1": f1,
-        "balanced_accuracy": sum(recalls) / len(recalls) if recalls else None,
+        "balanced_accuracy": (recall + spurious_recall) / 2
+        if recall is not None and spurious_recall is not None else None,
         "accuracy": _ratio(c["tp"] + c["tn"], c["genuine"] + c["spurious"]),
         "g2s_rate": _ratio(c["g2s"], c["genuine"]), "s2g_rate": _ratio(c["s2g"], c["spurious"]),
     }
@@ -156,6 +158,8 @@ def build_dataset(run_dir: Path, manifest: dict[str, Any],
         "verifier": config.get("verifier"), "verifier_version": config.get("verifier_version"),
         "budget_s": (config.get("options") or {}).get("budget_s"),
         "collection": (config.get("versions") or {}).get("collection"),
+        "inductive_rule": (config.get("options") or {}).get("inductive_rule", "consecution"),
+        "precondition": (config.get("options") or {}).get("precondition", "exact"),
         "limit": config.get("limit"),
         "complete": not missing, "missing_programs": len(missing),
     }
@@ -230,6 +234,8 @@ def _arm_rows(frame: pd.DataFrame, group: tuple[str, ...], expected: int | None)
         row.update({"covered": len(g), "correct": correct,
                     "accuracy": round(100.0 * correct / len(g), 2) if len(g) else None,
                     "unparsable": int(_col(g, "predicted").isna().sum()),
+                    # answers cut by max_tokens (a reasoning model's budget too small), apart
+                    "truncated": int((_col(g, "finish_reason") == "length").sum()),
                     "avg_time_s": round(float(times.mean()), 3) if times.notna().any() else None})
         if expected is not None:
             row["missing"] = expected - len(g)
@@ -270,10 +276,12 @@ def _judge_tables(judge: pd.DataFrame, expected: int, version: str) -> list[Tabl
         key="cebench_rq1_models", title=f"RQ1 (Table 2): counterexample validation per model ({version})",
         frame=rq1, index=idx1,
         metrics={"accuracy": acc, "correct": Metric(kind="count", sampled=True),
-                 "unparsable": Metric(kind="count", sampled=True, higher_is_better=False), "avg_time_s": time_m},
+                 "unparsable": Metric(kind="count", sampled=True, higher_is_better=False),
+                 "truncated": Metric(kind="count", sampled=True, higher_is_better=False), "avg_time_s": time_m},
         samples=_samples(judge, idx1),
         caption=("accuracy = correct / covered; an answer without a GENUINE/SPURIOUS label is wrong and counted in "
-                 "unparsable. avg_time_s: per-request generation time (reference rows: the verifier's labelling time; "
+                 "unparsable. truncated: answers cut at max_tokens (finish_reason length), labelled or not — "
+                 "raise --max-tokens when it is not 0. avg_time_s: per-request generation time (reference rows: the verifier's labelling time; "
                  "always-* 0). Reference rows need no model: the labelling verifier is right by definition on the "
                  "labelled set; always-GENUINE/always-SPURIOUS give the label balance."))]
     rows3 = []
@@ -314,7 +322,8 @@ def _judge_tables(judge: pd.DataFrame, expected: int, version: str) -> list[Tabl
                  "genuine_recall": Metric(kind="rate", n_column="genuine", sampled=True, unit="%"),
                  "precision": v, "f1": v, "balanced_accuracy": v},
         caption=("GENUINE is the positive class. g2s: genuine labelled SPURIOUS (errors/genuine); s2g: spurious "
-                 "labelled GENUINE (errors/spurious); unparsable answers are neither but lower the recalls. "
+                 "labelled GENUINE (errors/spurious); unparsable answers are neither but lower the recalls; "
+                 "balanced accuracy is empty where a class is absent (SAT_Pre has no SPURIOUS state). "
                  "precision = TP/(TP+s2g), F1 = harmonic mean of precision and genuine recall, balanced accuracy = "
                  "mean of genuine and spurious recall.")))
     return tables

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,85 @@ def test_a_program_outside_the_solver_subset_is_a_named_skip(lam4inv_root: Path)
     assert got.skips and all(s.kind in ("program_unsupported", "no_final_invariant", "candidate_not_c",
                                         "omt_error") for s in got.skips)
     assert any("float" in s.reason for s in got.skips)
+
+
+def test_inductive_states_follow_lam4inv_check_order(lam4inv_root: Path) -> None:
+    """LaM4Inv's checker stops at the first failing condition: a candidate whose initiation
+    fails yields an initiation counterexample, never an inductive one (the default rule).
+    The older rule (`consecution`) takes every consecution failure; it stays selectable."""
+    from veribatch.verifiers.z3c.api import check_candidate
+
+    prog = normalise((lam4inv_root / "Benchmarks/Linear/c/1.c").read_text(), "1.c")
+    log = parse_log((lam4inv_root / "Result/GPT4TurboFull/1.txt").read_text(), "1.txt")
+    kw = {"log_file": "1.txt", "final_line": log.final_line}
+    paper = collect(prog, log.candidates, log.final_invariant, **kw)
+    every = collect(prog, log.candidates, log.final_invariant, inductive_rule="consecution", **kw)
+
+    def origins(got):
+        return {(o["candidate"], o["log_line"]) for c in got.counterexamples if c.category == "Inductive"
+                for o in c.origins}
+
+    # line 11's candidate fails initiation (x = 1, y = 0 gives 1 != 0) and consecution
+    bad = "(y >= 0) && (x == (y * (y + 1)) / 2)"
+    res = check_candidate(prog.text(), 1, bad, 5000)
+    assert res.initiation is False and res.consecution is False
+    assert (bad, 11) in origins(every) and (bad, 11) not in origins(paper)
+    assert origins(paper) < origins(every)
+    assert paper.candidates_failing_initiation == every.candidates_failing_initiation > 0
+    for cand, _line in origins(paper):  # every state the default keeps: initiation holds
+        assert check_candidate(prog.text(), 1, cand, 5000).initiation is True
+    # OMT categories do not depend on the inductive rule (the objectives and their optima; which
+    # optimal model Z3 returns may differ with the solver's history in the process)
+    def optima(got):
+        return sorted((c.category, o["objective"], o["value"]) for c in got.counterexamples
+                      if c.category != "Inductive" for o in c.origins)
+
+    assert optima(paper) == optima(every) and optima(paper)
+
+
+def test_lam4inv_precondition_is_its_textual_reading(lam4inv_root: Path) -> None:
+    """LaM4Inv's own precondition reading (a named option): what its regexes see, misses
+    included — Code2Inv's `(x = 1);` is not an assignment to it."""
+    from veribatch.tasks.cebench.program import lam4inv_precondition
+
+    one = (lam4inv_root / "Benchmarks/Linear/c/1.c").read_text()
+    assert "(x = 1);" in one.split("while")[0]
+    pre, conjuncts = lam4inv_precondition(one)
+    assert all("x == 1" not in c for c in conjuncts)  # missed, as LaM4Inv misses it
+    p300, c300 = lam4inv_precondition((lam4inv_root / "Benchmarks/Linear/c/300.c").read_text())
+    assert "n <= 20000001" in c300
+    assert lam4inv_precondition("int main() { int x; assume((x > 0)); while (x) x--; }") == ("1", [])
+    assert lam4inv_precondition("int main() { int i, n, s = 0; y = n; assume(n > 0);\n while (1) {} }")[1] \
+        == ["s == 0", "s == 0", "y == n", "n > 0"]
+
+
+def test_lam4inv_precondition_moves_only_the_omt_categories(lam4inv_root: Path) -> None:
+    """Program 1 writes its precondition Code2Inv-style, `(x = 1); (y = 0);`: LaM4Inv's reading
+    finds no P at all, so I ∧ ¬P is empty (no UNSAT_Pre state) and SAT_Pre is I ∧ B alone."""
+    prog = normalise((lam4inv_root / "Benchmarks/Linear/c/1.c").read_text(), "1.c")
+    log = parse_log((lam4inv_root / "Result/GPT4TurboFull/1.txt").read_text(), "1.txt")
+    exact = collect(prog, log.candidates, log.final_invariant, log_file="1.txt")
+    textual = collect(prog, log.candidates, log.final_invariant, log_file="1.txt", precondition="lam4inv")
+    assert exact.precondition == prog.precondition == "x == 1 && y == 0" and textual.precondition == "1"
+    cats = [c.category for c in textual.counterexamples]
+    assert "UNSAT_Pre" in [c.category for c in exact.counterexamples] and "UNSAT_Pre" not in cats
+    sat = [c for c in textual.counterexamples if c.category == "SAT_Pre"]
+    assert len(sat) > len([c for c in exact.counterexamples if c.category == "SAT_Pre"])
+    for ce in sat:
+        assert c_holds(prog, f"({log.final_invariant}) && ({prog.guard})", ce.state)
+    ind = sorted(c.key() for c in exact.counterexamples if c.category == "Inductive")
+    assert ind == sorted(c.key() for c in textual.counterexamples if c.category == "Inductive")
+
+
+def test_states_do_not_depend_on_what_the_process_solved_before(lam4inv_root: Path) -> None:
+    """A resumed or differently sharded build handles a program after other programs than
+    before: the states it collects must be the same (Z3's models follow its history)."""
+    first = _collect(lam4inv_root, 1)[2]
+    for n in (300, 5, 77):
+        _collect(lam4inv_root, n)
+    again = _collect(lam4inv_root, 1)[2]
+
+    def states(got):
+        return sorted((c.category, c.key(), json.dumps(c.origins, sort_keys=True)) for c in got.counterexamples)
+
+    assert states(first) == states(again) and len(states(first)) > 5

@@ -95,3 +95,31 @@ def test_answer_outcomes(text: str, outcome: str, label: str | None) -> None:
     got = parse_answer(text)
     assert (got.outcome, got.label) == (outcome, label)
     assert parse_answer("GENUINE", engine_error="timeout").outcome == "engine_error"
+
+
+def test_balanced_accuracy_is_undefined_when_a_class_is_absent() -> None:
+    """SAT_Pre has no SPURIOUS state: a 'balanced' accuracy of one recall is that recall
+    alone (always-GENUINE would score 100 there), which balances nothing."""
+    sat = confusion(["GENUINE"] * 5, ["GENUINE"] * 5)
+    assert bias_metrics(sat)["genuine_recall"] == 1.0 and bias_metrics(sat)["balanced_accuracy"] is None
+    only_spurious = confusion(["SPURIOUS"] * 4, ["SPURIOUS"] * 4)
+    assert bias_metrics(only_spurious)["balanced_accuracy"] is None
+    tables = {t.key: t for t in _judge_tables(_frame(), 1936, "paper counts")}
+    rq4 = tables["cebench_rq4_bias"].frame.set_index("category")
+    assert pd.isna(rq4.loc["SAT_Pre", "balanced_accuracy"])
+    assert rq4.loc["Overall", "balanced_accuracy"] == pytest.approx(62.43, abs=0.01)
+
+
+def test_rq1_counts_truncated_answers_apart() -> None:
+    frame = _frame().head(6).assign(finish_reason=["length", "stop", "length", "stop", "stop", "stop"])
+    frame.loc[0, "predicted"] = None  # cut before the label: unparsable *and* truncated
+    rq1 = {t.key: t for t in _judge_tables(frame, 6, "v")}["cebench_rq1_models"]
+    row = rq1.frame.iloc[0]
+    assert (row["truncated"], row["unparsable"]) == (2, 1)
+    assert "truncated" in rq1.metrics and "max_tokens" in rq1.caption
+
+
+def test_default_budgets_leave_room_for_reasoning_models() -> None:
+    from veribatch.tasks.cebench.prompt import MAX_TOKENS
+
+    assert min(MAX_TOKENS.values()) >= 4096 and MAX_TOKENS["cot"] >= MAX_TOKENS["zero-shot"]

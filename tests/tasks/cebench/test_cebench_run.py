@@ -67,6 +67,17 @@ def test_default_builds_the_sample_and_prints_card_and_reference_rows(sample_bui
     assert all(r["label"] == "GENUINE" for r in rows if r["category"] == "SAT_Pre")  # reachable by construction
     fig2 = pd.read_csv(rd / "tables" / "cebench_fig2_categories.csv").set_index("category")
     assert fig2.loc["all", "total"] == len(rows) and fig2.loc["Inductive", "paper_total"] == 615
+    # the card names who labelled it first, and the construction options that chose the states
+    md = (rd / "dataset" / "card.md").read_text().splitlines()
+    assert md[0].startswith(f"# CE-Bench dataset {card['version']}, labelled by z3 ")
+    assert "NOT the paper's Ultimate Automizer" in md[0]
+    assert (card["inductive_rule"], card["precondition"]) == ("lam4inv", "exact")
+    assert any(line.startswith("- construction: inductive rule `lam4inv`") for line in md)
+    # like with like: the paper's "16 programs with none" is after UNKNOWN states are removed
+    labelled = {r["program"] for r in rows if r["label"] != "UNKNOWN"}
+    collected = {r["program"] for r in rows}
+    assert card["programs"]["without_counterexamples"] == card["programs"]["files"] - len(labelled)
+    assert card["programs"]["without_counterexamples_before_labelling"] == card["programs"]["files"] - len(collected)
 
 
 def test_labels_come_with_their_evidence(sample_build: tuple[Path, str]) -> None:

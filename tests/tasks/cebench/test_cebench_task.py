@@ -24,11 +24,19 @@ def test_the_default_plans_a_build_of_the_sample() -> None:
         (("collect",), "label", "verifier_time_s", "budget_s")
     assert label.record_key == ("kind", "ce_id") and collect.verdict_column == "status"
     assert plan.config.verifier == "z3" and plan.config.verifier_version.startswith("veribatch-z3c/")
-    assert plan.config.versions["collection"].startswith("cebench-collect-v2/")
+    assert plan.config.versions["collection"].startswith("cebench-collect-v3/inductive=lam4inv/P=exact/")
     assert plan.config.options["budget_s"] == 100.0
     # a changed budget or rlimit is a different build
     assert plan_run("cebench", options=["budget_s=10"]).run_id != plan.run_id
     assert plan_run("cebench", options=["solver_rlimit=1000"]).run_id != plan.run_id
+    # so is each construction option, and the collection version names it
+    other = plan_run("cebench", options=["inductive_rule=consecution", "precondition=lam4inv"])
+    assert other.run_id != plan.run_id
+    assert "/inductive=consecution/P=lam4inv/" in other.config.versions["collection"]
+    with pytest.raises(ValueError, match="known rules are lam4inv, consecution"):
+        plan_run("cebench", options=["inductive_rule=first-failure"])
+    with pytest.raises(ValueError, match="known readings are exact, lam4inv"):
+        plan_run("cebench", options=["precondition=regex"])
 
 
 def test_what_is_refused(lam4inv_root: Path, tmp_path: Path) -> None:

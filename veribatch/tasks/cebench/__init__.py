@@ -67,6 +67,9 @@ class CEBenchTask(Task):
             "memory_mb": 4096,
             "solver_rlimit": 5_000_000,  # Z3 resource units per collection query (deterministic)
             "solver_timeout_s": 60.0,    # wall-time safety net per collection query
+            # construction options (docs/cebench.md, "Construction options"); both in the run id
+            "inductive_rule": "lam4inv",  # lam4inv (LaM4Inv's check order) | consecution
+            "precondition": "exact",      # exact (symbolic execution) | lam4inv (its textual reading)
             "runtime": "native",      # native | apptainer (verifier)
             "image": "",              # apptainer image of the verifier
             "generate_batch": 16,
@@ -89,6 +92,10 @@ class CEBenchTask(Task):
                              + ("LaM4Inv source (build)" if mode == "build" else "built dataset (evaluate)"))
         config = replace(config, options={**config.options, "mode": mode})
         if mode == "build":
+            from veribatch.tasks.cebench.counterexamples import check_options
+
+            check_options(str(config.options.get("inductive_rule", "lam4inv")),
+                          str(config.options.get("precondition", "exact")))
             if config.model is not None:
                 raise ValueError(
                     f"--model evaluates a built CE-Bench dataset, but {config.dataset!r} is a LaM4Inv "
@@ -116,7 +123,9 @@ class CEBenchTask(Task):
         if self.is_build(config):
             from veribatch.tasks.cebench.counterexamples import collection_version
 
-            return {"collection": collection_version()}
+            return {"collection": collection_version(
+                str(config.options.get("inductive_rule", "lam4inv")),
+                str(config.options.get("precondition", "exact")))}
         if config.model is None:
             return {}
         return {"prompt": template_hash(config.strategy), "parser": PARSER_VERSION}

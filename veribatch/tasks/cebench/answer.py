@@ -6,8 +6,9 @@ and never guesses.  Outcomes recorded per answer:
 
 ``ok`` (a label), ``none`` (no label word), ``conflict`` (both labels in the final
 answer), ``empty`` (a blank answer), ``engine_error`` (the engine failed on the request),
-``truncated`` is not separate: a completion cut by ``max_tokens`` is parsed like any other,
-and its ``finish_reason`` is kept in the record.
+``truncated`` is not an outcome: a completion cut by ``max_tokens`` is parsed like any other
+(its label may still be there), its ``finish_reason`` is kept in the record, and RQ1 counts
+cut answers in a column of their own.
 
 An answer without a label counts as *wrong* in accuracy (it is not a correct
 classification) and is counted in its own column, so a reader sees how many there were.

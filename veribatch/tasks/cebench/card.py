@@ -66,6 +66,7 @@ def make_card(rows: list[dict[str, Any]], programs: list[dict[str, Any]], meta: 
     decision["all"] = {"ours": _pct(total - totals["UNKNOWN"], total),
                        "paper": _pct(PAPER["total_after"], PAPER["total_before"])}
     per_program = Counter(r["program"] for r in rows if r["label"] != "UNKNOWN")
+    collected = Counter(r["program"] for r in rows)  # before labelling (UNKNOWN included)
     program_names = [p["program"] for p in programs]
     histogram = Counter(per_program.get(name, 0) for name in program_names)
     table1: dict[str, dict[str, Any]] = {}
@@ -89,7 +90,9 @@ def make_card(rows: list[dict[str, Any]], programs: list[dict[str, Any]], meta: 
             "by_status": dict(sorted(status.items(), key=lambda kv: str(kv[0]))),
             "with_final_invariant": sum(1 for p in programs if p.get("final_invariant")),
             "with_counterexamples": sum(1 for v in per_program.values() if v),
+            # like the paper's "16 programs with none": after UNKNOWN states are removed
             "without_counterexamples": histogram.get(0, 0),
+            "without_counterexamples_before_labelling": sum(1 for n in program_names if not collected.get(n)),
         },
         "counts": counts,
         "totals": {**totals, "before_labelling": total, "after_labelling": total - totals["UNKNOWN"]},
@@ -126,26 +129,66 @@ def differences(card: dict[str, Any]) -> list[str]:
         out.append(f"Named skips ({card['skips']['count']}): {top}. A candidate that is not a C expression "
                    "over the program's variables, or a program outside the solver's C subset (floats), "
                    "gives no state.")
+    if card.get("inductive_rule", "consecution") == "consecution":
+        out.append("Inductive rule `consecution`: every consecution failure of a raw candidate counts, "
+                   "also when its initiation fails; LaM4Inv's own checker stops at the first failing "
+                   "check (initiation), so the paper's re-check collects fewer (the default rule `lam4inv`).")
     out.append("Inductive states are re-checked with C semantics (each variable within its type's range, "
                "ILP32), so candidates whose consecution fails only through overflow, or only with "
                "unbounded integers, differ from the paper's Z3 re-check; every raw candidate of the log "
                "is checked once, and states are deduplicated per program and category.")
+    if card.get("precondition", "exact") == "lam4inv":
+        p_text = ("P is LaM4Inv's textual reading of the code before the loop (extract_preconditions.py's "
+                  "rules: misses Code2Inv's `(x = 1);`, nested-parenthesis assumes and negative literals, "
+                  "so many programs get an empty P — lossy, chosen to match the paper's counts)")
+    else:
+        p_text = ("P is the loop-free code before the loop executed symbolically (values and "
+                  "assumptions; the paper does not say how its P is written)")
     out.append("OMT objectives run over every variable visible at the loop head (unused ones included), "
                "within C type ranges; an objective without an integer optimum is pushed to its type's "
-               "bound and marked bounded_by_type. P is the loop-free code before the loop executed "
-               "symbolically (values and assumptions), B the guard with nondeterministic choices "
+               f"bound and marked bounded_by_type. {p_text}; B is the guard with nondeterministic choices "
                "eliminated.")
     return out
 
 
+def labelled_by(card: dict[str, Any]) -> str:
+    """Who decided the labels, said first: a dataset labelled by the embedded verifier differs
+    from the paper's UAutomizer labels by design, and a reader must not mistake one for the other."""
+    verifier = str(card.get("verifier") or "?")
+    who = f"{verifier} {card.get('verifier_version') or ''}".strip()
+    if verifier.startswith("uautomizer"):
+        return f"labelled by {who}, {card.get('budget_s')} s per counterexample (the paper's verifier)"
+    return (f"labelled by {who}, {card.get('budget_s')} s per counterexample — NOT the paper's "
+            "Ultimate Automizer: labels and decision rates differ by design")
+
+
+def construction(card: dict[str, Any]) -> str:
+    """The construction options that decide which states exist (docs/cebench.md)."""
+    rule = card.get("inductive_rule", "consecution")
+    pre = card.get("precondition", "exact")
+    rules = {"lam4inv": "LaM4Inv's check order (initiation must hold)",
+             "consecution": "every consecution failure"}
+    pres = {"exact": "exact (symbolic execution of the code before the loop)",
+            "lam4inv": "LaM4Inv's textual reading (lossy)"}
+    return (f"inductive rule `{rule}` — {rules.get(rule, rule)}; precondition P `{pre}` — "
+            f"{pres.get(pre, pre)}")
+
+
 def card_markdown(card: dict[str, Any]) -> str:
-    """The card for people: figures beside the paper's, then the explanations."""
-    lines = [f"# CE-Bench dataset {card['version']}", "",
+    """The card for people: who labelled it first, figures beside the paper's, then the
+    explanations."""
+    programs = card["programs"]
+    lines = [f"# CE-Bench dataset {card['version']}, {labelled_by(card)}", "",
              f"- content sha256: `{card['content_sha256']}`",
              f"- source: {card.get('source')} (hash `{str(card.get('source_hash', ''))[:12]}`)",
              f"- built by run {card.get('run_id')} with {card.get('verifier')} {card.get('verifier_version')}, "
              f"budget {card.get('budget_s')} s per counterexample",
-             f"- complete: {card.get('complete')}", "",
+             f"- construction: {construction(card)}",
+             f"- complete: {card.get('complete')}",
+             f"- programs without a labelled counterexample (UNKNOWN removed, as the paper's "
+             f"{card['paper']['programs_without']}): {programs.get('without_counterexamples')}; "
+             f"without any counterexample before labelling: "
+             f"{programs.get('without_counterexamples_before_labelling', '?')}", "",
              "## Counterexamples per category and label (Figure 2)", "",
              "| category | paper name | GENUINE | SPURIOUS | UNKNOWN | total | decided % | paper decided % | paper G/S/U/total |",
              "|---|---|---|---|---|---|---|---|---|"]

@@ -5,10 +5,19 @@ the variables visible there, each within its C type's range:
 
 * **Inductive** — every raw candidate ψ of the log is re-checked (`z3c.api.check_candidate`);
   a failed consecution check ``ψ ∧ B ∧ S ⇒ ψ'`` gives a (pre, post) pair: the pre-state is
-  the counterexample, the post-state is kept in its origin.
+  the counterexample, the post-state is kept in its origin.  Which failures count is the
+  *inductive rule* (`INDUCTIVE_RULES`): by default LaM4Inv's own check order (its
+  ``SMT_verifier.verify`` checks initiation, then consecution, then the post-condition and
+  returns the first failure only), so a candidate whose initiation fails — or cannot be
+  decided — yields no inductive counterexample; ``consecution`` takes every consecution
+  failure whatever initiation says (this project's rule before; +31 % states on the full
+  build).
 * **UNSAT_Pre** — with I the final invariant: for every variable, a state maximising and
   one minimising it subject to ``I ∧ ¬P`` (`z3c.api.omt_boundaries`).
-* **SAT_Pre** — the same subject to ``I ∧ P ∧ B``.
+* **SAT_Pre** — the same subject to ``I ∧ P ∧ B``.  P is the *precondition reading*
+  (`PRECONDITIONS`): ``exact`` (the code before the loop executed symbolically,
+  `program.normalise`) or ``lam4inv`` (LaM4Inv's textual reading, `program.lam4inv_precondition`,
+  lossy; closer to the paper's counts).
 
 An objective without optimum in the integers (e.g. ``max i`` under ``i >= 0``) is bounded
 by the variable's C type, as in the paper's INT_MAX example; such an origin says
@@ -36,14 +45,27 @@ PAPER_NAMES = {"Inductive": "Inductive_CEs", "UNSAT_Pre": "OMT_UNSAT_Pre_CEs", "
 # §3.2.1: where ``assert(!(state))`` goes.
 SITES = {"Inductive": "body_start", "UNSAT_Pre": "body_end", "SAT_Pre": "body_start"}
 LOOP = 1  # LaM4Inv programs have one loop (checked by `program.normalise`)
-COLLECTION = "cebench-collect-v2"  # bump when collection's rules change (part of the build run id)
+COLLECTION = "cebench-collect-v3"  # bump when collection's rules change (part of the build run id)
+# Which consecution failures give Inductive states (see the module docstring).
+INDUCTIVE_RULES = ("lam4inv", "consecution")
+# How P is written (see the module docstring).
+PRECONDITIONS = ("exact", "lam4inv")
 
 
-def collection_version() -> str:
-    """This module's rules, the z3c encoding and the z3 build: all change the states found."""
+def collection_version(inductive_rule: str = "lam4inv", precondition: str = "exact") -> str:
+    """This module's rules and the construction options, the z3c encoding and the z3 build:
+    all change the states found, so all are in the build's run id."""
     from veribatch.verifiers.z3c.portfolio import tool_version
 
-    return f"{COLLECTION}/{tool_version()}"
+    return f"{COLLECTION}/inductive={inductive_rule}/P={precondition}/{tool_version()}"
+
+
+def check_options(inductive_rule: str, precondition: str) -> None:
+    """Refuse an unknown construction option at plan time, naming the known ones."""
+    if inductive_rule not in INDUCTIVE_RULES:
+        raise ValueError(f"-o inductive_rule={inductive_rule!r}: known rules are {', '.join(INDUCTIVE_RULES)}")
+    if precondition not in PRECONDITIONS:
+        raise ValueError(f"-o precondition={precondition!r}: known readings are {', '.join(PRECONDITIONS)}")
 
 
 @dataclass
@@ -64,6 +86,8 @@ class Collected:
     skips: list[Skip] = field(default_factory=list)
     candidates_checked: int = 0
     candidates_failing_consecution: int = 0
+    candidates_failing_initiation: int = 0   # of those failing consecution: initiation failed or undecided
+    precondition: str | None = None          # the P the OMT categories used (per `PRECONDITIONS`)
     invariant_check: str | None = None   # our verdict on the final invariant (see `check_invariant`)
     objectives: dict[str, int] = field(default_factory=dict)  # per category: objectives asked
 
@@ -103,8 +127,10 @@ TIMEOUT_MS = 60_000    # a safety net only: the rlimit is what bounds a query
 
 def collect(prog: LoopProgram, candidates: list[Candidate], final_invariant: str | None, *,
             log_file: str, final_line: int | None = None, timeout_ms: int = TIMEOUT_MS,
-            rlimit: int = RLIMIT) -> Collected:
-    """The counterexamples of one program (all three categories).
+            rlimit: int = RLIMIT, inductive_rule: str = "lam4inv",
+            precondition: str = "exact") -> Collected:
+    """The counterexamples of one program (all three categories), under the construction
+    options `inductive_rule` and `precondition` (module docstring).
 
     Every query is bounded by Z3's deterministic resource limit (`rlimit`), not by time, so
     the states found — and which candidates the solver gives up on — are the same on a
@@ -134,19 +160,30 @@ def collect(prog: LoopProgram, candidates: list[Candidate], final_invariant: str
                                   f"consecution ({'; '.join(res.reasons)[:200]})", "candidate_undecided"))
         elif res.consecution is False and res.pre is not None:
             out.candidates_failing_consecution += 1
+            if res.initiation is not True:
+                out.candidates_failing_initiation += 1
+                if inductive_rule == "lam4inv":
+                    continue  # LaM4Inv stops at the first failing check: an initiation counterexample
             _add(found, Counterexample("Inductive", dict(res.pre), [
                 {"kind": "candidate", "candidate": cand.expr, "log_line": cand.line, "post": res.post}]))
     if final_invariant is None:
         out.skips.append(Skip(log_file, None, "no final invariant in the log (LaM4Inv did not verify "
                               "the program): no OMT counterexamples", "no_final_invariant"))
-    elif prog.precondition is None:
+    elif precondition == "exact" and prog.precondition is None:
         out.skips.append(Skip(prog.file, None, f"{prog.precondition_note}: no OMT counterexamples",
                               "precondition_unexpressible"))
     else:
+        if precondition == "lam4inv":
+            from veribatch.tasks.cebench.program import lam4inv_precondition
+
+            pre, _ = lam4inv_precondition(prog.original)
+        else:
+            pre = str(prog.precondition)
+        out.precondition = pre
         out.invariant_check = check_invariant(text, final_invariant, timeout_ms, rlimit)
         formulas = {
-            "UNSAT_Pre": f"({final_invariant}) && !({prog.precondition})",
-            "SAT_Pre": f"({final_invariant}) && ({prog.precondition}) && ({prog.guard})",
+            "UNSAT_Pre": f"({final_invariant}) && !({pre})",
+            "SAT_Pre": f"({final_invariant}) && ({pre}) && ({prog.guard})",
         }
         for category, formula in formulas.items():
             for ce in _omt(prog, text, category, formula, out, log_file, final_line, timeout_ms,  # type: ignore[arg-type]

@@ -26,6 +26,12 @@ It also yields, as C expressions over the variables at the loop head:
   with the reason; the OMT categories are then skipped for that program, by name.
 * B, the loop guard with every ``unknown()`` eliminated exactly (``B[u:=1] || B[u:=0]``:
   a nondeterministic choice can go either way).
+
+The paper never says how P is written.  `lam4inv_precondition` is the other reading on
+offer: P as LaM4Inv's own ``extract_preconditions.py`` reads it off the program *text*
+(a named construction option, ``-o precondition=lam4inv``).  It is lossy by design: it
+sees ``x = 1;`` but not Code2Inv's ``(x = 1);``, nor an ``assume`` with nested
+parentheses, nor a negative literal, so many programs get a weaker (often empty) P.
 """
 
 from __future__ import annotations
@@ -335,6 +341,32 @@ def _precondition(stmts: list[c_ast.Node], variables: dict[str, str]) -> tuple[s
             parts.append(f"{name} == {_paren(value)}")
     parts += [_paren(cfront.to_source(a)) for a in assumptions]
     return (" && ".join(parts) if parts else "1"), None
+
+
+# LaM4Inv's textual reading of the code before the loop (see `lam4inv_precondition`).
+_L4I_DECL = re.compile(r"int\s+([\w\s,=]+);")         # int a, b = 1, c = d;
+_L4I_ASSIGN = re.compile(r"\b(\w+)\s*=\s*(\w+);")     # a = 1;  a = b;
+_L4I_ASSUME = re.compile(r"assume\(([^)]+)\);")          # assume(c) without inner parentheses
+
+
+def lam4inv_precondition(original: str) -> tuple[str, list[str]]:
+    """P read off the original program text the way LaM4Inv's ``extract_preconditions.py``
+    reads it: in the text before the first ``while``, every ``int`` declaration with
+    ``name = value`` items, every ``name = word;`` assignment and every ``assume(c);``
+    without nested parentheses becomes a conjunct (in that order, duplicates kept — they
+    change nothing).  Returns the C expression (``1`` when nothing was found) and its
+    conjuncts.  Deliberately not a semantic reading: it reproduces the precondition the
+    paper's tool had, misses and all."""
+    before = original.split("while")[0]
+    conjuncts: list[str] = []
+    for m in _L4I_DECL.finditer(before):
+        for item in m.group(1).split(","):
+            if "=" in item:
+                name, value = item.split("=", 1)
+                conjuncts.append(f"{name.strip()} == {value.strip()}")
+    conjuncts += [f"{m.group(1)} == {m.group(2)}" for m in _L4I_ASSIGN.finditer(before)]
+    conjuncts += [m.group(1).strip() for m in _L4I_ASSUME.finditer(before)]
+    return (" && ".join(f"({c})" for c in conjuncts) if conjuncts else "1"), conjuncts
 
 
 def _is_nondet(node: c_ast.Node) -> bool:

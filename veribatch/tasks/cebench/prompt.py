@@ -87,8 +87,12 @@ variables have when execution reaches the CHECK POINT? Then give your final answ
 last line, exactly as `Answer: GENUINE` or `Answer: SPURIOUS`."""
 
 TEMPLATES = {"zero-shot": ZERO_SHOT, "one-shot": ONE_SHOT, "cot": COT}
-# Default completion budgets: a one-word answer needs little, a chain of thought more.
-MAX_TOKENS = {"zero-shot": 256, "one-shot": 256, "cot": 1024}
+# Default completion budgets.  A one-word answer needs little, but the paper's strongest
+# models (GPT-5.2, DeepSeek-V3.2) reason before answering, and a reasoning model cut at a few
+# hundred tokens leaves no label at all (counted as unparsable, i.e. wrong): the budget is
+# sized for reasoning, and cut answers are counted apart (RQ1's ``truncated``).  A model that
+# answers at once stops long before it.
+MAX_TOKENS = {"zero-shot": 4096, "one-shot": 4096, "cot": 8192}
 
 
 def state_text(state: dict[str, int]) -> str:

@@ -91,11 +91,15 @@ def collect_instance(inst: Instance, config: RunConfig) -> list[Record]:
     got = collect(prog, candidates, logd.get("final_invariant"), log_file=str(p.get("log_file")),
                   final_line=logd.get("final_line"),
                   timeout_ms=int(float(config.options.get("solver_timeout_s", 60.0)) * 1000),
-                  rlimit=int(config.options.get("solver_rlimit", 5_000_000)))
+                  rlimit=int(config.options.get("solver_rlimit", 5_000_000)),
+                  inductive_rule=str(config.options.get("inductive_rule", "lam4inv")),
+                  precondition=str(config.options.get("precondition", "exact")))
     skips += [s.to_json() for s in got.skips]
-    head.update(precondition=prog.precondition, guard=prog.guard, invariant_check=got.invariant_check,
+    head.update(precondition=got.precondition if got.precondition is not None else prog.precondition,
+                guard=prog.guard, invariant_check=got.invariant_check,
                 candidates_checked=got.candidates_checked,
                 candidates_failing_consecution=got.candidates_failing_consecution,
+                candidates_failing_initiation=got.candidates_failing_initiation,
                 variables_json=json.dumps(prog.variables), program_text=prog.text())
     ces: list[Record] = []
     index = dict.fromkeys(CATEGORIES, 0)
@@ -208,7 +212,7 @@ def sampling_for(config: RunConfig) -> Any:
 
     s = dict(config.sampling)
     return Sampling(n=1, temperature=float(s.get("temperature", 0.0)), top_p=float(s.get("top_p", 1.0)),
-                    max_tokens=int(s.get("max_tokens", MAX_TOKENS.get(config.strategy, 256))),
+                    max_tokens=int(s.get("max_tokens", MAX_TOKENS.get(config.strategy, MAX_TOKENS["zero-shot"]))),
                     seed=int(s.get("seed", 0)), stop=tuple(s.get("stop", ())))
 
 

@@ -12,6 +12,12 @@ checked by putting ψ in place of the loop's predicate:
 States at loop heads are C states: each variable within its type's range (signed
 values beyond it exist only after an overflow, which is undefined behaviour).
 
+Which state a satisfiable query's model holds must not depend on what the process solved
+before (Z3's choices follow its term ids, which depend on the context's history): a
+CE-Bench build resumed after a killed shard, or sharded differently, would otherwise collect
+other states for the same program.  So every model that becomes a state is taken from a
+fresh Z3 context holding only that query (`_fresh_model`, `_omt` entirely in one).
+
 Predicates of *other* loops on these paths are replaced by ``true`` (any state):
 a passed condition is then still a proof, but a failure may be spurious, and the
 result says so (`exact=False`).  Each condition is one small SMT query (notes.md:
@@ -67,6 +73,22 @@ def _loop_preds(enc, label: int) -> list[Pred]:
             f"no loop {label} in the program (loops reachable from main: {known or 'none'})"
         )
     return preds
+
+
+def _fresh_model(assertions: list[z3.BoolRef], apps: list[z3.BoolRef], timeout_ms: int,
+                 rlimit: int) -> tuple[z3.ModelRef, list[z3.BoolRef]] | None:
+    """The model of `assertions` found in a fresh context (see the module docstring), with
+    `apps` translated into it; None when the fresh solver does not answer sat."""
+    ctx = z3.Context()
+    s = z3.Solver(ctx=ctx)
+    s.set("timeout", max(1, timeout_ms))
+    if rlimit:
+        s.set("rlimit", rlimit)
+    for a in assertions:
+        s.add(a.translate(ctx))
+    if s.check() != z3.sat:
+        return None
+    return s.model(), [a.translate(ctx) for a in apps]
 
 
 def _state(m: z3.ModelRef, app: z3.BoolRef, pred: Pred) -> dict[str, int]:
@@ -129,16 +151,18 @@ def _check_candidate(
         s.set("timeout", max(1, timeout_ms))
         if rlimit:
             s.set("rlimit", rlimit)
+        query: list[z3.BoolRef] = []
         for app in c.body:
             n = app.decl().name()
             if n in names:
-                s.add(chc.apply_interp(psi[n], list(app.children())))
+                query.append(chc.apply_interp(psi[n], list(app.children())))
             else:
                 result.exact = False  # another loop's or join's states: over-approximated
-            s.add(_in_ranges(app, preds_by_name.get(n)))
-        s.add(c.constraint)
+            query.append(_in_ranges(app, preds_by_name.get(n)))
+        query.append(c.constraint)
         if c.head is not None:
-            s.add(z3.Not(chc.apply_interp(psi[c.head.decl().name()], list(c.head.children()))))
+            query.append(z3.Not(chc.apply_interp(psi[c.head.decl().name()], list(c.head.children()))))
+        s.add(*query)
         r = s.check()
         if r == z3.unsat:
             continue
@@ -150,15 +174,20 @@ def _check_candidate(
         if verdicts[kind] is False:
             continue
         verdicts[kind] = False
-        m = s.model()
         own_body = [a for a in c.body if a.decl().name() in names]
+        head_pred = names[c.head.decl().name()] if kind != "safety" else None
+        body_pred = names[own_body[0].decl().name()] if own_body else None
+        first = c.head if kind != "safety" else own_body[0]
+        apps = [first, own_body[0] if own_body else first]
+        fresh = _fresh_model(query, apps, timeout_ms, rlimit)
+        m, (head_app, body_app) = fresh if fresh is not None else (s.model(), apps)
         if kind == "initiation":
-            result.state = _state(m, c.head, names[c.head.decl().name()])
+            result.state = _state(m, head_app, head_pred)
         elif kind == "consecution":
-            result.pre = _state(m, own_body[0], names[own_body[0].decl().name()])
-            result.post = _state(m, c.head, names[c.head.decl().name()])
+            result.pre = _state(m, body_app, body_pred)
+            result.post = _state(m, head_app, head_pred)
         else:
-            safety_state = _state(m, own_body[0], names[own_body[0].decl().name()])
+            safety_state = _state(m, head_app, body_pred)
     result.initiation = verdicts["initiation"]
     result.consecution = verdicts["consecution"]
     result.safety = verdicts["safety"]
@@ -229,8 +258,11 @@ def _omt(
     ast, enc = engines.program(text, data_model)
     pred = _loop_preds(enc, loop_label)[0]
     body = cexpr.to_formula(formula, pred, ast, data_model=data_model)
-    xs = [z3.Int(f"v{i}") for i in range(len(pred.sig))]
-    phi = chc.apply_interp(body, xs)
+    # one fresh context for this program's objectives: the optimal models it returns do not
+    # depend on what the process solved before (module docstring)
+    ctx = z3.Context()
+    xs = [z3.Int(f"v{i}", ctx) for i in range(len(pred.sig))]
+    phi = chc.apply_interp(body, [z3.Int(f"v{i}") for i in range(len(pred.sig))]).translate(ctx)
     visible = {name: next(i for i, v in enumerate(pred.sig) if v.uid == uid)
                for name, uid in pred.visible.items() if any(v.uid == uid for v in pred.sig)}
     low: dict[str, int | None] = {}
@@ -239,7 +271,7 @@ def _omt(
     argmax: dict[str, dict[str, int]] = {}
     for name, i in visible.items():
         for direction in ("max", "min"):
-            opt = z3.Optimize()
+            opt = z3.Optimize(ctx=ctx)
             opt.set("timeout", max(1, timeout_ms))
             if rlimit:
                 opt.set("rlimit", rlimit)
