@@ -34,7 +34,7 @@ class StageCost:
     params: dict[str, Any]   # the sbatch parameters of the stage's arrays (dependency aside)
     elements: int
     max_instances: int       # instances of the largest element
-    time_detail: str
+    time_detail: str         # how the time limit (params["time"]) was derived
     gpus: int                # per element
     loads: int
     load_s: float
@@ -100,7 +100,7 @@ def estimate(manifest: dict[str, Any], profile: Profile, counts: list[int],
                                                        "gpus_per_task": 0},
                                        spec.time_min or 30, job_name=f"vb-RUN-{name}",
                                        parallelism=1)
-            out.append(StageCost(name, "cpu", params, 1, 0, "the aggregate job", 0, 0, 0.0,
+            out.append(StageCost(name, "cpu", params, 1, 0, "after every array", 0, 0, 0.0,
                                  60.0, 60.0, 1, "one job after every array"))
             continue
         spec = profile.for_resource(st["resource"], name)
@@ -120,7 +120,7 @@ def estimate(manifest: dict[str, Any], profile: Profile, counts: list[int],
             times = [n * spi for n in per]
             loads, why = 0, f"{spi:g} s per instance (the stage's estimate)"
         out.append(StageCost(name, st["resource"], params, len(units), max(per),
-                             limit.describe(), gpus, loads, size.load_s, max(times), sum(times),
+                             limit.detail, gpus, loads, size.load_s, max(times), sum(times),
                              math.ceil(len(units) / int(params["array_parallelism"])), why))
     return out
 
@@ -148,12 +148,12 @@ def describe(costs: list[StageCost], manifest: dict[str, Any], profile: Profile)
         res = [f"partition {p.get('partition', '(cluster default)')}", "nodes 1",
                f"cpus {p['cpus_per_task']}",
                f"gpus {c.gpus}" + (f" (gres {p['gres']})" if p.get("gres") else ""),
-               f"mem {p['mem']}", f"time {p['time']} min"]
+               f"mem {p['mem']}"]
         for key in ("account", "qos", "constraint"):
             if p.get(key):
                 res.append(f"{key} {p[key]}")
-        lines.append(f"  {c.stage}: {c.elements} element(s) x ({', '.join(res)}); "
-                     f"time: {c.time_detail}")
+        res.append(f"time {p['time']} min ({c.time_detail})")
+        lines.append(f"  {c.stage}: {c.elements} element(s) x ({', '.join(res)})")
     lines.append(f"cost estimate (array_parallelism {profile.array_parallelism}):")
     for c in costs:
         if c.stage == "aggregate":
