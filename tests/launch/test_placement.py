@@ -220,3 +220,67 @@ def test_a_multi_shard_element_runs_each_shard_and_loads_the_engine_once(tmp_pat
     assert [s["shard"] for s in out["shards"]] == [1, 2]
     assert all((rd.root / "shards" / "work" / str(k) / "DONE").exists() for k in (1, 2))
     assert not (rd.root / "shards" / "work" / "0" / "DONE").exists()
+
+
+def _sacct_partitions(job_ids: list[str]) -> dict[str, set[str]]:
+    """Array id → the partitions its elements ran on, as SLURM accounting says."""
+    import subprocess
+
+    out = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,Partition", "-j",
+                          ",".join(job_ids)], capture_output=True, text=True, timeout=60)
+    parts: dict[str, set[str]] = {}
+    for line in out.stdout.splitlines():
+        if line:
+            job, part = line.split("|")[:2]
+            parts.setdefault(job.split("_")[0], set()).add(part)
+    return parts
+
+
+@pytest.mark.slurm
+def test_a_smaller_generate_stage_than_verify_completes_on_slurm(slurm_cluster, tmp_path):
+    """4 shards, 2 generate elements of 2 shards each (one engine per element): every record
+    exactly once; generation on the gpu partition, verification on cpu (from sacct);
+    verify shards wait for their own generate element only."""
+    import time
+
+    from veribatch.inference.tiny_model import build_tiny_qwen2
+    from veribatch.launch.rundir import RunDir
+    from veribatch.launch.status import run_state
+
+    model = build_tiny_qwen2(tmp_path / "model", max_train_s=3.0)  # what it answers is not tested
+    runs = tmp_path / "runs"
+    r = launch("invbench", "--model", f"hf:{model}", "--max-tokens", "8", "-o", "budget_s=5",
+               "--shards", "4", "--gpu-shards", "2", "--executor", "slurm", "--profile",
+               "local-test", "--partition", "gpu", "--runs-dir", str(runs))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (rd,) = [p for p in runs.iterdir() if (p / "manifest.json").is_file()]
+    deadline = time.monotonic() + 600
+    while not (rd / "aggregate.json").is_file() and time.monotonic() < deadline:
+        time.sleep(2)
+    agg = json.loads((rd / "aggregate.json").read_text())
+    assert agg["status"] == "complete", agg
+    subs = {s["stage"]: s for s in json.loads((rd / "jobs.json").read_text())["submissions"]}
+    all_subs = json.loads((rd / "jobs.json").read_text())["submissions"]
+    gen, base = subs["generate"], subs["baseline"]["array_id"]
+    assert gen["elements"] == [[0, 1], [2, 3]] and len(set(gen["jobs"].values())) == 2
+    g = gen["array_id"]
+    verify = [s for s in all_subs if s["stage"] == "verify"]
+    assert [(sorted(map(int, s["jobs"])), s["dependency"]) for s in verify] == [
+        ([0, 1], f"afterok:{base}_0:{base}_1,afterok:{g}_0"),
+        ([2, 3], f"afterok:{base}_2:{base}_3,afterok:{g}_1")]
+    parts = _sacct_partitions([s["array_id"] for s in all_subs])
+    assert parts[g] == {"gpu"} and parts[base] == {"cpu"}, parts
+    assert all(parts[s["array_id"]] == {"cpu"} for s in verify), parts
+
+    ids = sorted(json.loads(line)["id"] for line in (rd / "instances.jsonl").read_text().splitlines())
+    import pandas as pd
+
+    for stage in ("baseline", "generate", "verify"):
+        df = pd.concat([pd.read_parquet(p) for p in (rd / "shards" / stage).glob("*/records.parquet")])
+        if stage == "verify":
+            df = df[df["kind"] == "instance"]
+        key = ["instance_id", "sample_index"] if stage == "generate" else ["instance_id"]
+        assert not df.duplicated(key).any(), stage
+        assert sorted(set(df["instance_id"])) == ids, stage
+    state = run_state(RunDir(rd))
+    assert [s.state for col in state.shards.values() for s in col] == ["done"] * 12
