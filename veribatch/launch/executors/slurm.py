@@ -2,9 +2,11 @@
 
 - Arrays are *dense*: array index i runs shard ``shards[i]`` (a resume submits
   only the incomplete shards, as indices 0..m-1).
+- A sized GPU stage (`launch.sizing`) runs several contiguous shards per element, with
+  one model load; its jobs.json entry lists them in ``elements``.
 - A stage that needs another depends on it element-wise (``aftercorr``) when both
-  arrays hold the same shards, else on the whole upstream array (``afterany``; the
-  shard loop then refuses to start on an incomplete upstream).  A shard whose upstream
+  arrays hold the same shards, else (``afterok``) on exactly the upstream elements that
+  run its shards: a verify array per generate element, not one behind the whole stage.  A shard whose upstream
   is not resubmitted but still queued/running in an earlier job waits on exactly those
   elements (``afterok``); one with a complete upstream starts at once.  Dependencies
   that can never be met cancel the element (``--kill-on-invalid-dep=yes``).
