@@ -268,6 +268,10 @@ def test_a_smaller_generate_stage_than_verify_completes_on_slurm(slurm_cluster, 
     assert [(sorted(map(int, s["jobs"])), s["dependency"]) for s in verify] == [
         ([0, 1], f"afterok:{base}_0:{base}_1,afterok:{g}_0"),
         ([2, 3], f"afterok:{base}_2:{base}_3,afterok:{g}_1")]
+    logs = sorted((rd / "slurm").glob(f"{g}_*_log.out"))
+    said = [re.search(r"generate: shards \[(.*)\] ran with (\d+) engine load", p.read_text()).groups()
+            for p in logs]
+    assert sorted(said) == [("0, 1", "1"), ("2, 3", "1")], said  # one load per element
     parts = _sacct_partitions([s["array_id"] for s in all_subs])
     assert parts[g] == {"gpu"} and parts[base] == {"cpu"}, parts
     assert all(parts[s["array_id"]] == {"cpu"} for s in verify), parts

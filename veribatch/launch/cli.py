@@ -288,8 +288,9 @@ def _task_app(name: str) -> typer.Typer:
         executor: Annotated[str, typer.Option(help="local | slurm")] = "local",
         profile: Annotated[str | None, typer.Option(help="SLURM profile name or YAML path.")] = None,
         partition: Annotated[list[str] | None, typer.Option(
-            help="SLURM partition for all stages, or RESOURCE=NAME (cpu=..., gpu=...); "
-                 "repeatable; overrides the profile.")] = None,
+            help="SLURM partition: RESOURCE=NAME (cpu=..., gpu=...), or a bare NAME for one "
+                 "resource — the one NAME is or the profile gives it, else the GPU stages "
+                 "(docs/configuration.md); repeatable; overrides the profile.")] = None,
         account: Annotated[str | None, typer.Option(help="SLURM account (overrides profile).")] = None,
         qos: Annotated[str | None, typer.Option(help="SLURM QOS (overrides profile).")] = None,
         shards: Annotated[int, typer.Option(help="Shards per stage (CPU stages: one SLURM "

@@ -246,7 +246,7 @@ class ShardJob:
         from veribatch.inference import shared_engines
 
         done, failed = [], []
-        with shared_engines():
+        with shared_engines() as engines:
             for k in shards:
                 try:
                     o = self._one(run_dir, stage, k)
@@ -254,10 +254,13 @@ class ShardJob:
                     failed.append((k, e))
                 else:
                     done.append({"shard": o.shard, "records": o.records, "skipped": o.skipped})
+            loads = len(engines)
+        # In the element's SLURM log: what the sizing was meant to buy, as it happened.
+        print(f"{stage}: shards {shards} ran with {loads} engine load(s)", flush=True)
         if failed:
             raise RuntimeError(f"{stage}: shard(s) {', '.join(str(k) for k, _ in failed)} of "
                                f"this element failed (first: {failed[0][1]})") from failed[0][1]
-        return {"stage": stage, "shards": done}
+        return {"stage": stage, "shards": done, "engine_loads": loads}
 
     @staticmethod
     def _one(run_dir: str, stage: str, shard: int) -> Any:
