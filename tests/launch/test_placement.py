@@ -91,6 +91,15 @@ def test_element_groups_are_contiguous_and_a_resume_keeps_them():
     assert stage_units(prof, manifest, {"name": "v", "resource": "cpu"}, [1, 3], 3) == [[1], [3]]
 
 
+def test_resume_remembers_gpu_shards(tmp_path):
+    from veribatch.launch.api import _remember, last_choice
+
+    rd, _ = create_or_reuse(plan_run("selftest", shards=2), tmp_path / "run")
+    _remember(rd, ExecChoice("slurm", "local-test", partitions=["gpu"], gpu_shards=3))
+    last = last_choice(rd)
+    assert (last.gpu_shards, list(last.partitions)) == (3, ["gpu"])
+
+
 def test_verify_waits_for_exactly_the_generate_element_of_its_shards():
     arrays = {"baseline": [(list(range(8)), "10")], "generate": [([[0, 1, 2, 3], [4, 5, 6, 7]], "11")]}
     groups = dependency_groups(list(range(8)), ["baseline", "generate"], arrays, {}, 1000)
