@@ -168,7 +168,8 @@ def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
     t = RichTable(title=f"plan {plan.run_id} → {root}")
     # What each stage declares; with --executor slurm the lines below the table say what
     # sbatch receives (the profile's floors and gres applied).
-    for col in ("stage", "resource", "needs", "shards", "instances/shard", "cpus", "gpus", "mem GB"):
+    for col in ("stage", "resource", "needs", "shards", "instances/shard", "cpus declared",
+                "gpus declared", "mem GB declared"):
         t.add_column(col)
     sizes = [b - a for a, b in plan.shard_bounds()]
     per = f"{min(sizes)}–{max(sizes)}" if min(sizes) != max(sizes) else str(sizes[0])
