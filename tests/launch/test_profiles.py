@@ -48,8 +48,11 @@ def test_cli_overrides_win():
     assert prof.partitions["gpu"].partition == "big"
     assert prof.partitions["cpu"].partition == "cpu"
     assert prof.account == "acct"
-    allp = apply_overrides(load_profile("local-test"), partitions=["debug"])
-    assert {s.partition for s in allp.partitions.values()} == {"debug"}
+    # a bare name that is neither a resource nor a profile partition: the GPU stages only
+    gpu = apply_overrides(load_profile("local-test"), partitions=["debug"], resources=["cpu", "gpu"])
+    assert (gpu.partitions["gpu"].partition, gpu.partitions["cpu"].partition) == ("debug", "cpu")
+    cpu = apply_overrides(load_profile("local-test"), partitions=["debug"], resources=["cpu"])
+    assert (cpu.partitions["gpu"].partition, cpu.partitions["cpu"].partition) == ("gpu", "debug")
 
 
 @pytest.mark.parametrize("value,minutes", [(90, 90), ("90", 90), ("01:30:00", 90),

@@ -26,7 +26,7 @@ from submitit.core.utils import DelayedSubmission, JobPaths
 from submitit.slurm.slurm import SlurmJobEnvironment
 
 from veribatch.launch.api import plan_run
-from veribatch.launch.executors.slurm import ShardJob, SlurmExecutor, chunks
+from veribatch.launch.executors.slurm import ShardJob, chunks, dependency_groups
 from veribatch.launch.jobs import _expand
 from veribatch.launch.ledger import count_records
 from veribatch.launch.manifest import create_or_reuse
@@ -61,11 +61,12 @@ def _running_pid(rd, stage, shard):
 
 def test_dependency_strings_and_chunking():
     arrays = {"work": [([0, 1, 2], "10"), ([3], "11")]}
-    assert SlurmExecutor._dependency(["work"], arrays, 0, [0, 1, 2]) == "aftercorr:10"
-    assert SlurmExecutor._dependency(["work"], arrays, 1, [3]) == "afterok:11"
-    # a resume where the downstream set differs: wait for the whole upstream
-    assert SlurmExecutor._dependency(["work"], arrays, 0, [0, 1, 2, 3]) == "afterany:10:11"
-    assert SlurmExecutor._dependency(["work"], {}, 0, [0]) is None
+    # downstream arrays line up with the upstream chunks: element-wise
+    assert dependency_groups([0, 1, 2, 3], ["work"], arrays, {}, 3) == \
+        [([0, 1, 2], "aftercorr:10"), ([3], "afterok:11")]
+    # a resume where the downstream set differs: exactly the upstream elements it needs
+    assert dependency_groups([1, 2], ["work"], arrays, {}, 3) == [([1, 2], "afterok:10_1:10_2")]
+    assert dependency_groups([0], ["work"], {}, {}, 3) == [([0], None)]
     assert chunks(list(range(7)), 3) == [[0, 1, 2], [3, 4, 5], [6]]
     # squeue/sacct spell pending array ranges compactly
     assert _expand("12_[0-2,5%4]") == ["12_0", "12_1", "12_2", "12_5"]

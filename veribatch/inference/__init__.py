@@ -6,7 +6,7 @@ never learn which backend answered.  Heavy backends are imported only when asked
 
 from veribatch.inference.errors import EngineError, MissingExtraError, UnknownEngineError
 from veribatch.inference.records import completion_from_record, completion_to_record, request_key
-from veribatch.inference.registry import open_engine, parse_spec
+from veribatch.inference.registry import open_engine, parse_spec, shared_engines
 from veribatch.inference.types import Completion, Engine, Message, Request, Sampling
 
 __all__ = [
@@ -23,4 +23,5 @@ __all__ = [
     "open_engine",
     "parse_spec",
     "request_key",
+    "shared_engines",
 ]

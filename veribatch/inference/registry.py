@@ -15,12 +15,14 @@ not engines: tasks produce them themselves and label them as what they are.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import json
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from veribatch.inference.errors import EngineError, UnknownEngineError
-from veribatch.inference.types import Engine
+from veribatch.inference.types import Completion, Engine, Request
 
 
 def _hf(name: str, **options: Any) -> Engine:
@@ -94,8 +96,61 @@ def local_model_problem(kind: str, path: Path) -> str | None:
     return None
 
 
+class _Borrowed(Engine):
+    """An engine kept open by `shared_engines`: closing it is a no-op, the scope closes it."""
+
+    def __init__(self, inner: Engine) -> None:
+        self.inner = inner
+        self.engine, self.model, self.revision = inner.engine, inner.model, inner.revision
+
+    def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
+        return self.inner.generate(requests)
+
+    def __getattr__(self, name: str) -> Any:  # engine-specific attributes (tokenizer...)
+        return getattr(self.inner, name)
+
+
+_shared: dict[str, Engine] | None = None
+"""Engines kept loaded by the innermost `shared_engines` scope (None: no scope)."""
+
+
+@contextlib.contextmanager
+def shared_engines() -> Iterator[dict[str, Engine]]:
+    """Within this scope `open_engine` loads each (spec, options) once and hands out the same
+    engine to every caller; closing it is deferred to the end of the scope.
+
+    Why: a SLURM element of a sized generate stage runs several shards one after the other
+    (`launch.sizing`); each shard's stage opens its engine with ``with open_engine(...)``,
+    and a 72B model must not be loaded once per shard."""
+    global _shared
+    outer, _shared = _shared, {}
+    try:
+        yield _shared
+    finally:
+        engines, _shared = _shared, outer
+        for engine in engines.values():
+            with contextlib.suppress(Exception):
+                engine.close()
+
+
 def open_engine(spec: str, *, cache_dir: Path | None = None, **options: Any) -> Engine:
-    """Open the engine named by `spec`; see the module docstring for the spec syntax."""
+    """Open the engine named by `spec`; see the module docstring for the spec syntax.
+    Inside `shared_engines` an engine already loaded for the same spec and options is reused."""
+    if _shared is not None:
+        key = json.dumps([spec, options], sort_keys=True, default=repr)
+        if key not in _shared:
+            _shared[key] = _open(spec, **options)
+        engine: Engine = _Borrowed(_shared[key])
+    else:
+        engine = _open(spec, **options)
+    if cache_dir is not None:
+        from veribatch.inference.cache import CachingEngine
+
+        engine = CachingEngine(engine, Path(cache_dir))
+    return engine
+
+
+def _open(spec: str, **options: Any) -> Engine:
     kind, name = parse_spec(spec)
     replicas = int(options.pop("replicas", 0) or 0)
     if replicas:
@@ -106,8 +161,4 @@ def open_engine(spec: str, *, cache_dir: Path | None = None, **options: Any) -> 
         engine: Engine = RayEnginePool(spec, replicas=replicas, **options)
     else:
         engine = ENGINES[kind](name, **options)
-    if cache_dir is not None:
-        from veribatch.inference.cache import CachingEngine
-
-        engine = CachingEngine(engine, Path(cache_dir))
     return engine

@@ -53,16 +53,20 @@ class ExecChoice:
     account: str | None = None
     qos: str | None = None
     workers: int | None = None
+    gpu_shards: int | None = None  # generate array elements (None: sized by launch.sizing)
 
-    def profile_obj(self) -> Profile:
+    def profile_obj(self, resources: Sequence[str] | None = None) -> Profile:
+        """The profile with the command-line overrides; `resources` (the run's stage
+        resources) decides where a bare `--partition NAME` goes (`profiles.apply_overrides`)."""
         from .profiles import apply_overrides, load_profile
 
         return apply_overrides(load_profile(self.profile), partitions=list(self.partitions),
-                               account=self.account, qos=self.qos)
+                               account=self.account, qos=self.qos, resources=resources)
 
     def to_json(self) -> dict[str, Any]:
         return {"executor": self.executor, "profile": self.profile,
-                "partitions": list(self.partitions), "account": self.account, "qos": self.qos}
+                "partitions": list(self.partitions), "account": self.account, "qos": self.qos,
+                "gpu_shards": self.gpu_shards}
 
     def validate(self, stages: list[tuple[str, str]]) -> Profile | None:
         """Everything about *how* to run that can be wrong, checked before anything is written:
@@ -74,11 +78,13 @@ class ExecChoice:
                              + ", ".join(EXECUTORS))
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"--workers must be at least 1, got {self.workers}")
+        if self.gpu_shards is not None and self.gpu_shards < 1:
+            raise ValueError(f"--gpu-shards must be at least 1, got {self.gpu_shards}")
         if self.executor != "slurm":
             if self.profile is not None:
                 self.profile_obj()  # an unknown or malformed profile is an error whatever the executor
             return None
-        profile = self.profile_obj()
+        profile = self.profile_obj([resource for _, resource in stages])
         for name, resource in stages:
             profile.for_resource(resource, name)
         if profile.image_dir:
@@ -155,7 +161,7 @@ def last_choice(rd: RunDir) -> ExecChoice:
         last = {}
     return ExecChoice(executor=last.get("executor", "local"), profile=last.get("profile"),
                       partitions=last.get("partitions") or (), account=last.get("account"),
-                      qos=last.get("qos"))
+                      qos=last.get("qos"), gpu_shards=last.get("gpu_shards"))
 
 
 def resume_run(rd: RunDir, choice: ExecChoice | None = None, *, progress: bool = True,
@@ -236,7 +242,9 @@ def _execute(rd: RunDir, choice: ExecChoice, lock: RunLock | None, *, created: b
     else:
         if lock is not None:
             lock.phase("submitting to SLURM")
-        ex = make_executor("slurm", profile=choice.profile_obj())
+        resources = [s["resource"] for s in manifest["stages"] if s.get("added_by") != "launch"]
+        ex = make_executor("slurm", profile=choice.profile_obj(resources),
+                           gpu_shards=choice.gpu_shards)
         after = sorted(set(todo.waiting_on.values()) | {s.job for s in todo.busy if s.job})
         out.submit = ex.submit(rd, manifest, todo.shards, aggregate=True,
                                waiting_on=todo.waiting_on, also_after=after)

@@ -166,7 +166,10 @@ def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
     from rich.table import Table as RichTable
 
     t = RichTable(title=f"plan {plan.run_id} → {root}")
-    for col in ("stage", "resource", "needs", "shards", "instances/shard", "cpus", "gpus", "mem GB"):
+    # What each stage declares; with --executor slurm the lines below the table say what
+    # sbatch receives (the profile's floors and gres applied).
+    for col in ("stage", "resource", "needs", "shards", "instances/shard", "cpus declared",
+                "gpus declared", "mem GB declared"):
         t.add_column(col)
     sizes = [b - a for a, b in plan.shard_bounds()]
     per = f"{min(sizes)}–{max(sizes)}" if min(sizes) != max(sizes) else str(sizes[0])
@@ -179,16 +182,14 @@ def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
               f"model {plan.config.model or '(reference arms)'}, executor {choice.executor}"
               + (f", profile {choice.profile}" if choice.profile else ""), highlight=False)
     if choice.executor == "slurm":
-        from .profiles import job_time
+        from .cost import describe, estimate
+        from .manifest import build_manifest
 
-        prof = choice.profile_obj()
-        for s in plan.stages:
-            spec = prof.for_resource(s.resource, s.name)
-            t = job_time(spec, {"resource": s.resource, "seconds_per_instance": s.seconds_per_instance},
-                         max(sizes), plan.config.model)
-            out.print(f"  {s.name}: partition {spec.partition or '(cluster default)'}"
-                      + (f", gres {spec.gres}" if spec.gres else "")
-                      + f", time {t.describe()}", highlight=False)
+        prof = choice.profile_obj([s.resource for s in plan.stages])
+        manifest = build_manifest(plan)
+        costs = estimate(manifest, prof, sizes, choice.gpu_shards)
+        for line in describe(costs, manifest, prof):
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
     else:
         from .executors.local import available_cpus
 
@@ -313,11 +314,16 @@ def _task_app(name: str) -> typer.Typer:
         executor: Annotated[str, typer.Option(help="local | slurm")] = "local",
         profile: Annotated[str | None, typer.Option(help="SLURM profile name or YAML path.")] = None,
         partition: Annotated[list[str] | None, typer.Option(
-            help="SLURM partition for all stages, or RESOURCE=NAME (cpu=..., gpu=...); "
-                 "repeatable; overrides the profile.")] = None,
+            help="SLURM partition: RESOURCE=NAME (cpu=..., gpu=...), or a bare NAME for one "
+                 "resource — the one NAME is or the profile gives it, else the GPU stages "
+                 "(docs/configuration.md); repeatable; overrides the profile.")] = None,
         account: Annotated[str | None, typer.Option(help="SLURM account (overrides profile).")] = None,
         qos: Annotated[str | None, typer.Option(help="SLURM QOS (overrides profile).")] = None,
-        shards: Annotated[int, typer.Option(help="Shards per stage.")] = 1,
+        shards: Annotated[int, typer.Option(help="Shards per stage (CPU stages: one SLURM "
+                                            "array element each).")] = 1,
+        gpu_shards: Annotated[int | None, typer.Option(
+            help="SLURM: array elements (model loads) of the generate stage; default: sized "
+                 "to its work (profile `generation`, docs/configuration.md).")] = None,
         limit: Annotated[int | None, typer.Option(help="Use only K instances (the task's first K).")] = None,
         option: Annotated[list[str] | None, typer.Option("--option", "-o",
                                                          help="Task option KEY=VALUE (listed "
@@ -343,7 +349,7 @@ def _task_app(name: str) -> typer.Typer:
         from .api import ExecChoice, launch_run, plan_run, run_directory
 
         choice = ExecChoice(executor=executor, profile=profile, partitions=partition or (),
-                            account=account, qos=qos, workers=workers)
+                            account=account, qos=qos, workers=workers, gpu_shards=gpu_shards)
         sampling = {"n": n, "temperature": temperature, "seed": seed, "max_tokens": max_tokens}
 
         def go() -> int:
@@ -506,7 +512,8 @@ def resume(run: RunArg, runs_dir: RunsDirOpt = None,
         choice = ExecChoice(executor=executor or last.executor,
                             profile=profile or last.profile,
                             partitions=partition or last.partitions,
-                            account=last.account, qos=last.qos, workers=workers)
+                            account=last.account, qos=last.qos, workers=workers,
+                            gpu_shards=last.gpu_shards)
     o = guarded(lambda: resume_run(rd, choice, progress=not quiet, dry_run=dry_run))
     if dry_run:
         for n in o.notes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ from .lookup import find_yaml, search_dirs
 
 PROFILES_ENV = "VERIBATCH_PROFILES_DIR"
 TOP_KEYS = {"description", "partitions", "account", "qos", "array_parallelism", "image_dir",
-            "setup", "signal_delay_s", "max_array_size", "sbatch"}
+            "setup", "signal_delay_s", "max_array_size", "sbatch", "generation"}
+GENERATION_KEYS = {"tokens_per_s", "load_gb_per_s", "max_load_share", "elements"}
 PARTITION_KEYS = {"partition", "time", "mem_gb", "cpus_per_task", "gres", "gpus_per_task",
                   "account", "qos", "constraint", "sbatch"}
 RESOURCES = ("cpu", "gpu")
@@ -44,6 +46,37 @@ class PartitionSpec:
     sbatch: dict[str, Any] = field(default_factory=dict)
 
 
+DEFAULT_TOKENS_PER_S = 1000.0
+"""Output tokens/s of one engine (one GPU array element, all its GPUs) for a model the
+profile's throughput table does not list: a mid-size model under vLLM with the tasks'
+16 concurrent requests.  Higher than a 70B model manages — an unknown model is sized
+towards fewer loads, the cheaper error."""
+DEFAULT_MAX_LOAD_SHARE = 0.2
+"""Sizing target: at most this share of a generate element's GPU time spent loading."""
+
+
+@dataclass(frozen=True)
+class GenerationSpec:
+    """A site's figures for sizing the generate stage (`launch.sizing`): throughput of one
+    engine per model, the expected weight read rate, the load-share target, or a fixed
+    element count.  None: the code's documented default."""
+
+    tokens_per_s: dict[str, float] = field(default_factory=dict)  # model name (or "default")
+    load_gb_per_s: float | None = None
+    max_load_share: float = DEFAULT_MAX_LOAD_SHARE
+    elements: int | None = None
+
+    def throughput(self, model: str) -> tuple[float, str]:
+        """Output tokens/s of one engine for `model` (an engine spec), and where it came from."""
+        name = model.partition(":")[2] or model
+        for key in (model, name, Path(name).name):
+            if key in self.tokens_per_s:
+                return float(self.tokens_per_s[key]), f"profile generation.tokens_per_s[{key!r}]"
+        if "default" in self.tokens_per_s:
+            return float(self.tokens_per_s["default"]), "profile generation.tokens_per_s.default"
+        return DEFAULT_TOKENS_PER_S, "built-in default"
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -57,6 +90,7 @@ class Profile:
     signal_delay_s: int = 120
     max_array_size: int | None = None  # None: read MaxArraySize from `scontrol show config`
     sbatch: dict[str, Any] = field(default_factory=dict)
+    generation: GenerationSpec = field(default_factory=GenerationSpec)
 
     def for_resource(self, resource: str, stage: str) -> PartitionSpec:
         if resource not in self.partitions:
@@ -176,6 +210,7 @@ def load_profile(name: str | None) -> Profile:
     delay = _typed(data, "signal_delay_s", "int>=0", where)
     return Profile(
         name=path.stem, source=str(path), partitions=parts,
+        generation=_generation(data.get("generation"), f"{path}: generation."),
         account=_typed(data, "account", "str", where), qos=_typed(data, "qos", "str", where),
         array_parallelism=256 if parallelism is None else parallelism,
         image_dir=str(Path(image_dir).expanduser()) if image_dir else None, setup=tuple(setup),
@@ -185,19 +220,69 @@ def load_profile(name: str | None) -> Profile:
     )
 
 
+def _generation(raw: Any, where: str) -> GenerationSpec:
+    if raw is None:
+        return GenerationSpec()
+    raw = _check_keys(raw, GENERATION_KEYS, where.rstrip(". "))
+    table = raw.get("tokens_per_s") or {}
+    if isinstance(table, int | float) and not isinstance(table, bool):
+        table = {"default": table}
+    if not isinstance(table, dict):
+        raise ProfileError(f"{where}tokens_per_s: expected a number or a mapping model: tokens/s")
+    for k, v in table.items():
+        if not isinstance(v, int | float) or isinstance(v, bool) or v <= 0:
+            raise ProfileError(f"{where}tokens_per_s.{k}: {v!r} is not a number > 0")
+    share = _typed(raw, "max_load_share", "number>0", where)
+    if share is not None and share >= 1:
+        raise ProfileError(f"{where}max_load_share: {share!r} is not below 1")
+    return GenerationSpec(
+        tokens_per_s={str(k): float(v) for k, v in table.items()},
+        load_gb_per_s=_typed(raw, "load_gb_per_s", "number>0", where),
+        max_load_share=DEFAULT_MAX_LOAD_SHARE if share is None else float(share),
+        elements=_typed(raw, "elements", "int>=1", where))
+
+
+def bare_partition_targets(profile: Profile, name: str,
+                           resources: Collection[str] | None) -> list[str]:
+    """The resources a bare `--partition NAME` applies to (see docs/configuration.md).
+
+    NAME names a resource when it is a resource key (``gpu``/``cpu``) or a partition the
+    profile gives a resource; otherwise it goes to the GPU stages when the run has any,
+    else to the CPU stages.  Never both: a bare name must not carry 600 s CPU verification
+    onto GPU nodes (or generation onto CPU nodes)."""
+    if name in RESOURCES:
+        return [name]
+    named = [r for r in RESOURCES if r in profile.partitions
+             and profile.partitions[r].partition == name]
+    if named:
+        return named
+    used = set(RESOURCES) if resources is None else set(resources)
+    return ["gpu"] if "gpu" in used else ["cpu"]
+
+
 def apply_overrides(profile: Profile, *, partitions: list[str] = (),  # type: ignore[assignment]
-                    account: str | None = None, qos: str | None = None) -> Profile:
-    """`--partition NAME` sets every resource's partition; `--partition gpu=NAME` just one."""
+                    account: str | None = None, qos: str | None = None,
+                    resources: Collection[str] | None = None) -> Profile:
+    """`--partition gpu=NAME` / `cpu=NAME` set one resource's partition; a bare
+    `--partition NAME` applies to the resource(s) `bare_partition_targets` names.
+
+    A bare resource key keeps the partition the profile gives that resource (the card's
+    `--partition gpu` on a profile with `gpu: {partition: a100}` means a100), or becomes the
+    partition name when the profile names none.  `resources`: the run's stage resources."""
     parts = dict(profile.partitions)
     for item in partitions:
         res, sep, name = item.partition("=")
-        targets = [res] if sep else list(RESOURCES)
-        if not sep:
-            name = item
-        for r in targets:
-            if r not in RESOURCES:
-                raise ProfileError(f"--partition {item!r}: resource must be one of {RESOURCES}")
-            parts[r] = replace(parts.get(r, PartitionSpec()), partition=name)
+        if sep and res not in RESOURCES:
+            raise ProfileError(f"--partition {item!r}: resource must be one of {RESOURCES}")
+        if not name.strip() if sep else not item.strip():
+            raise ProfileError(f"--partition {item!r}: no partition name")
+        if sep:
+            parts[res] = replace(parts.get(res, PartitionSpec()), partition=name)
+            continue
+        for r in bare_partition_targets(profile, item, resources):
+            spec = parts.get(r, PartitionSpec())
+            keep = item in RESOURCES and spec.partition
+            parts[r] = spec if keep else replace(spec, partition=item)
     return replace(profile, partitions=parts,
                    account=account if account is not None else profile.account,
                    qos=qos if qos is not None else profile.qos)

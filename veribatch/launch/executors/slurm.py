@@ -2,9 +2,11 @@
 
 - Arrays are *dense*: array index i runs shard ``shards[i]`` (a resume submits
   only the incomplete shards, as indices 0..m-1).
+- A sized GPU stage (`launch.sizing`) runs several contiguous shards per element, with
+  one model load; its jobs.json entry lists them in ``elements``.
 - A stage that needs another depends on it element-wise (``aftercorr``) when both
-  arrays hold the same shards, else on the whole upstream array (``afterany``; the
-  shard loop then refuses to start on an incomplete upstream).  A shard whose upstream
+  arrays hold the same shards, else (``afterok``) on exactly the upstream elements that
+  run its shards: a verify array per generate element, not one behind the whole stage.  A shard whose upstream
   is not resubmitted but still queued/running in an earlier job waits on exactly those
   elements (``afterok``); one with a complete upstream starts at once.  Dependencies
   that can never be met cancel the element (``--kill-on-invalid-dep=yes``).
@@ -69,39 +71,101 @@ def cluster_partitions() -> set[str] | None:
     return {line.strip() for line in out.stdout.splitlines() if line.strip()}
 
 
-def dependency_groups(shards: list[int], needs: list[str],
-                      arrays: dict[str, list[tuple[list[int], str]]],
-                      waiting_on: dict[tuple[str, int], str],
-                      limit: int) -> list[tuple[list[int], str | None]]:
-    """Split a stage's shards into arrays by what they must wait for: (shards, dependency).
+Unit = list[int]  # the shards one array element runs (one, or a sized stage's group)
+Arrays = dict[str, list[tuple[list[Unit], str]]]  # stage → [(units of the array, array id)]
 
-    Shards whose upstream shard is in this submission (`arrays`: upstream stage → [(shards,
-    array id)]) depend element-wise on it; shards whose upstream is still queued or running in
-    an earlier job (`waiting_on`) wait for exactly those elements; the rest start at once."""
-    def old_jobs(part: list[int]) -> list[str]:
-        return sorted({waiting_on[(need, k)] for need in needs for k in part
+
+def _units(part: list[int] | list[Unit]) -> list[Unit]:
+    return [u if isinstance(u, list) else [u] for u in part]
+
+
+def dependency_groups(shards: list[int] | list[Unit], needs: list[str],
+                      arrays: dict[str, list[tuple[list[int] | list[Unit], str]]],
+                      waiting_on: dict[tuple[str, int], str],
+                      limit: int) -> list[tuple[list[int] | list[Unit], str | None]]:
+    """Split a stage's array elements into arrays by what they must wait for: (elements,
+    dependency).  An element is a shard, or a list of shards (a sized GPU stage's element,
+    `launch.sizing`); `arrays` holds the upstream arrays of this submission in the same form.
+
+    Elements whose upstream is in this submission wait for exactly the upstream elements
+    that run their shards: element-wise (`aftercorr`) when the array lines up with an
+    upstream array, else `afterok` on those elements — a generate element covering verify
+    shards 0-15 releases those sixteen, not the whole verify stage.  Elements whose upstream
+    is still queued or running in an earlier job (`waiting_on`) wait for exactly those
+    elements; the rest start at once."""
+    plain = bool(shards) and not isinstance(shards[0], list)
+    units = _units(list(shards))
+    ups = {need: [(_units(list(part)), jid) for part, jid in arrays.get(need, [])]
+           for need in needs}
+    where: dict[tuple[str, int], tuple[int, int]] = {}  # (need, shard) → (array, element)
+    for need, lst in ups.items():
+        for a, (us, _) in enumerate(lst):
+            for e, u in enumerate(us):
+                for k in u:
+                    where[(need, k)] = (a, e)
+
+    def old_jobs(unit: Unit) -> list[str]:
+        return sorted({waiting_on[(need, k)] for need in needs for k in unit
                        if (need, k) in waiting_on})
 
-    fresh_up = {k for need in needs for part, _ in arrays.get(need, []) for k in part}
-    linked = [k for k in shards if k in fresh_up]
-    waiting = [k for k in shards if k not in fresh_up and old_jobs([k])]
-    free = [k for k in shards if k not in fresh_up and not old_jobs([k])]
-    groups: list[tuple[list[int], str | None]] = []
-    for c, part in enumerate(chunks(linked, limit)):
-        deps = [d for d in (SlurmExecutor._dependency(needs, arrays, c, part),) if d]
-        if old_jobs(part):
-            deps.append("afterok:" + ":".join(old_jobs(part)))
-        groups.append((part, ",".join(deps) or None))
-    groups += [(part, "afterok:" + ":".join(old_jobs(part))) for part in chunks(waiting, limit)]
-    groups += [(part, None) for part in chunks(free, limit)]
-    return groups
+    def signature(unit: Unit) -> tuple[Any, ...]:
+        sig = []
+        for need in needs:
+            hits = sorted({where[(need, k)] for k in unit if (need, k) in where})
+            if not hits:
+                continue
+            single = len(unit) == 1 and len(ups[need][hits[0][0]][0][hits[0][1]]) == 1
+            # one-shard elements on both sides may line up array-wise (aftercorr)
+            sig.append((need, hits[0][0]) if single else (need, tuple(hits)))
+        return tuple(sig)
+
+    def deps(part: list[Unit]) -> str | None:
+        out = []
+        for need in needs:
+            hit = [where[(need, k)] for u in part for k in u if (need, k) in where]
+            if not hit:
+                continue
+            arrs = sorted({a for a, _ in hit})
+            if len(arrs) == 1 and ups[need][arrs[0]][0] == part:
+                jid = ups[need][arrs[0]][1]
+                out.append(f"{'afterok' if len(part) == 1 else 'aftercorr'}:{jid}")
+                continue
+            ids = []
+            for a in arrs:
+                us, jid = ups[need][a]
+                elems = sorted({e for aa, e in hit if aa == a})
+                ids += [jid] if len(elems) == len(us) else [f"{jid}_{e}" for e in elems]
+            out.append("afterok:" + ":".join(ids))
+        old = sorted({j for u in part for j in old_jobs(u)})
+        if old:
+            out.append("afterok:" + ":".join(old))
+        return ",".join(out) or None
+
+    linked: dict[tuple[Any, ...], list[Unit]] = {}
+    waiting, free = [], []
+    for u in units:
+        sig = signature(u)
+        if sig:
+            linked.setdefault(sig, []).append(u)
+        elif old_jobs(u):
+            waiting.append(u)
+        else:
+            free.append(u)
+    groups: list[tuple[list[Unit], str | None]] = []
+    for part in linked.values():
+        groups += [(c, deps(c)) for c in chunks(part, limit)]
+    groups += [(c, deps(c)) for c in chunks(waiting, limit)]
+    groups += [(c, None) for c in chunks(free, limit)]
+    if plain:
+        return [([u[0] for u in part], dep) for part, dep in groups]
+    return [(part, dep) for part, dep in groups]
 
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def chunks(items: list[int], size: int) -> list[list[int]]:
+def chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
@@ -110,10 +174,96 @@ def _job_minutes(spec: PartitionSpec, count: int, stage: dict[str, Any], model: 
     return job_time(spec, stage, count, model).minutes
 
 
-class ShardJob:
-    """The callable submitit pickles: runs one shard; checkpointable for USR2 requeue."""
+def sbatch_parameters(profile: Profile, spec: PartitionSpec, stage: dict[str, Any],
+                      minutes: int, *, job_name: str, dependency: str | None = None,
+                      parallelism: int | None = None, run_root: str | None = None
+                      ) -> dict[str, Any]:
+    """The submitit `SlurmExecutor` parameters of one array: what sbatch receives.
 
-    def __call__(self, run_dir: str, stage: str, shard: int) -> dict[str, Any]:
+    The one place they are computed: submission (`SlurmExecutor._executor`) and
+    `--dry-run` (`launch.cost`) both call it."""
+    extra: dict[str, Any] = {"kill-on-invalid-dep": "yes"}
+    extra.update(profile.sbatch)
+    extra.update(spec.sbatch)
+    params: dict[str, Any] = {
+        "job_name": job_name, "time": minutes,
+        # The profile's cpus/mem are floors: a stage that declares more gets more.
+        "cpus_per_task": max(spec.cpus_per_task or 1, int(stage["cpus_per_task"])),
+        "mem": f"{int(max(spec.mem_gb or 0, float(stage['mem_gb'])) * 1024)}M",
+        "signal_delay_s": profile.signal_delay_s,
+        "array_parallelism": profile.array_parallelism if parallelism is None else parallelism,
+        "setup": list(profile.setup)
+        + ([f"export VERIBATCH_RUN_DIR={shlex.quote(run_root)}"] if run_root else [])
+        + ([f"export VERIBATCH_IMAGES={shlex.quote(profile.image_dir)}"]
+           if profile.image_dir else []),
+        "additional_parameters": extra,
+    }
+    for key, value in (("partition", spec.partition), ("gres", spec.gres),
+                       ("account", spec.account or profile.account),
+                       ("qos", spec.qos or profile.qos),
+                       ("constraint", spec.constraint), ("dependency", dependency)):
+        if value:
+            params[key] = value
+    # The profile has the last word on GPUs: `gpus_per_task: 0` on a partition without
+    # GPUs (a CPU-only test cluster) runs GPU stages there on CPU; unset → the stage's need.
+    gpus = spec.gpus_per_task if spec.gpus_per_task is not None else (
+        0 if spec.gres else int(stage["gpus_per_task"]))
+    if gpus:
+        params["gpus_per_task"] = gpus
+    return params
+
+
+def stage_units(profile: Profile, manifest: dict[str, Any], stage: dict[str, Any],
+                shards: list[int], gpu_shards: int | None = None) -> list[Unit]:
+    """The array elements of `stage` for the shards to run: one per shard, or for a sized
+    GPU stage (`launch.sizing`) the shards of each element that still has work."""
+    from ..sizing import element_groups, size_stage
+
+    total = int(manifest["shards"])
+    size = size_stage(stage, manifest["config"], int(manifest["instance_count"]), total,
+                      profile, gpu_shards)
+    if size.elements >= total:
+        return [[k] for k in sorted(shards)]
+    todo = set(shards)
+    return [[k for k in g if k in todo] for g in element_groups(total, size.elements)
+            if todo.intersection(g)]
+
+
+class ShardJob:
+    """The callable submitit pickles: runs one shard — or, for a sized GPU stage
+    (`launch.sizing`), a list of shards one after the other with the model loaded once
+    (`inference.shared_engines`); checkpointable for USR2 requeue."""
+
+    def __call__(self, run_dir: str, stage: str, shard: int | list[int]) -> dict[str, Any]:
+        if isinstance(shard, list):
+            return self._several(run_dir, stage, shard)
+        o = self._one(run_dir, stage, shard)
+        return {"stage": o.stage, "shard": o.shard, "records": o.records, "skipped": o.skipped}
+
+    def _several(self, run_dir: str, stage: str, shards: list[int]) -> dict[str, Any]:
+        """Every shard is attempted (each records its own failure in its error.json); the
+        element fails afterwards if any did, so its dependants are not released."""
+        from veribatch.inference import shared_engines
+
+        done, failed = [], []
+        with shared_engines() as engines:
+            for k in shards:
+                try:
+                    o = self._one(run_dir, stage, k)
+                except Exception as e:  # noqa: BLE001  (already recorded by run_shard)
+                    failed.append((k, e))
+                else:
+                    done.append({"shard": o.shard, "records": o.records, "skipped": o.skipped})
+            loads = len(engines)
+        # In the element's SLURM log: what the sizing was meant to buy, as it happened.
+        print(f"{stage}: shards {shards} ran with {loads} engine load(s)", flush=True)
+        if failed:
+            raise RuntimeError(f"{stage}: shard(s) {', '.join(str(k) for k, _ in failed)} of "
+                               f"this element failed (first: {failed[0][1]})") from failed[0][1]
+        return {"stage": stage, "shards": done, "engine_loads": loads}
+
+    @staticmethod
+    def _one(run_dir: str, stage: str, shard: int) -> Any:
         import signal
 
         from ..shard_loop import ShardRequeued, requeue_on_signal, run_shard
@@ -123,18 +273,16 @@ class ShardJob:
         # wait=True: a second job of the same shard (submitted twice) waits for the first and
         # then finds the shard done, instead of failing and cancelling its dependants.
         if not callable(submitit_handler):  # not started by submitit: no requeue to ask for
-            o = run_shard(run_dir, stage, shard, wait=True)
-        else:
-            try:
-                with requeue_on_signal(usr, _submitit_requeue(submitit_handler)):
-                    o = run_shard(run_dir, stage, shard, wait=True)
-            except ShardRequeued:
-                # What submitit's handler does after requeueing; BaseException, so no result
-                # pickle is written and the job is not "finished" for submitit either.
-                raise SystemExit(-1) from None
-        return {"stage": o.stage, "shard": o.shard, "records": o.records, "skipped": o.skipped}
+            return run_shard(run_dir, stage, shard, wait=True)
+        try:
+            with requeue_on_signal(usr, _submitit_requeue(submitit_handler)):
+                return run_shard(run_dir, stage, shard, wait=True)
+        except ShardRequeued:
+            # What submitit's handler does after requeueing; BaseException, so no result
+            # pickle is written and the job is not "finished" for submitit either.
+            raise SystemExit(-1) from None
 
-    def checkpoint(self, run_dir: str, stage: str, shard: int) -> Any:
+    def checkpoint(self, run_dir: str, stage: str, shard: int | list[int]) -> Any:
         import submitit
 
         # Nothing to save: every finished instance is already fsynced in the ledger.
@@ -182,42 +330,19 @@ def aggregate_job(run_dir: str) -> dict[str, Any]:
 class SlurmExecutor(Executor):
     name = "slurm"
 
-    def __init__(self, profile: Profile, progress: bool = True, **_: Any) -> None:
+    def __init__(self, profile: Profile, progress: bool = True, gpu_shards: int | None = None,
+                 **_: Any) -> None:
         self.profile = profile
+        self.gpu_shards = gpu_shards
 
     def _executor(self, rd: RunDir, job_name: str, spec: PartitionSpec, minutes: int,
                   stage: dict[str, Any], dependency: str | None, parallelism: int) -> Any:
         import submitit
 
         ex = submitit.SlurmExecutor(folder=rd.slurm_logs, max_num_timeout=3)
-        extra: dict[str, Any] = {"kill-on-invalid-dep": "yes"}
-        extra.update(self.profile.sbatch)
-        extra.update(spec.sbatch)
-        params: dict[str, Any] = {
-            "job_name": job_name, "time": minutes,
-            # The profile's cpus/mem are floors: a stage that declares more gets more.
-            "cpus_per_task": max(spec.cpus_per_task or 1, int(stage["cpus_per_task"])),
-            "mem": f"{int(max(spec.mem_gb or 0, float(stage['mem_gb'])) * 1024)}M",
-            "signal_delay_s": self.profile.signal_delay_s,
-            "array_parallelism": parallelism,
-            "setup": list(self.profile.setup) + [f"export VERIBATCH_RUN_DIR={shlex.quote(str(rd.root.resolve()))}"]
-            + ([f"export VERIBATCH_IMAGES={shlex.quote(self.profile.image_dir)}"]
-               if self.profile.image_dir else []),
-            "additional_parameters": extra,
-        }
-        for key, value in (("partition", spec.partition), ("gres", spec.gres),
-                           ("account", spec.account or self.profile.account),
-                           ("qos", spec.qos or self.profile.qos),
-                           ("constraint", spec.constraint), ("dependency", dependency)):
-            if value:
-                params[key] = value
-        # The profile has the last word on GPUs: `gpus_per_task: 0` on a partition without
-        # GPUs (a CPU-only test cluster) runs GPU stages there on CPU; unset → the stage's need.
-        gpus = spec.gpus_per_task if spec.gpus_per_task is not None else (
-            0 if spec.gres else int(stage["gpus_per_task"]))
-        if gpus:
-            params["gpus_per_task"] = gpus
-        ex.update_parameters(**params)
+        ex.update_parameters(**sbatch_parameters(
+            self.profile, spec, stage, minutes, job_name=job_name, dependency=dependency,
+            parallelism=parallelism, run_root=str(rd.root.resolve())))
         return ex
 
     def check_partitions(self, manifest: dict[str, Any]) -> None:
@@ -252,7 +377,7 @@ class SlurmExecutor(Executor):
         limit = self.profile.max_array_size or max_array_size()
         waiting_on = waiting_on or {}
         stages = [s for s in manifest["stages"] if s.get("added_by") != "launch"]
-        arrays: dict[str, list[tuple[list[int], str]]] = {}  # stage → [(shards, job id)]
+        arrays: Arrays = {}  # stage → [(elements, job id)]
         entries: list[dict[str, Any]] = []
         root = str(rd.root.resolve())
         for st in stages:
@@ -260,28 +385,34 @@ class SlurmExecutor(Executor):
             if not shards:
                 continue
             spec = self.profile.for_resource(st["resource"], st["name"])
-            per_shard = max(spans[k].count for k in shards)
-            minutes = _job_minutes(spec, per_shard, st, manifest["config"].get("model"))
+            units = stage_units(self.profile, manifest, st, shards, self.gpu_shards)
+            per_element = max(sum(spans[k].count for k in u) for u in units)
+            minutes = _job_minutes(spec, per_element, st, manifest["config"].get("model"))
             arrays[st["name"]] = []
-            groups = dependency_groups(shards, st["needs"], arrays, waiting_on, limit)
+            groups = dependency_groups(units, st["needs"], arrays, waiting_on, limit)
             for part, dep in groups:
+                several = any(len(u) > 1 for u in part)
                 job_name = f"vb-{rd.root.name}-{st['name']}"
                 ex = self._executor(rd, job_name, spec, minutes, st, dep,
                                     self.profile.array_parallelism)
                 try:
                     jobs = ex.map_array(ShardJob(), [root] * len(part), [st["name"]] * len(part),
-                                        part)
+                                        part if several else [u[0] for u in part])
                 except Exception as e:  # noqa: BLE001  (submitit wraps sbatch errors variously)
                     done = ", ".join(f"{x['stage']}:{x['array_id']}" for x in entries) or "none"
                     raise SubmitError(f"sbatch refused stage {st['name']} "
-                                      f"(shards {part[:5]}...): {e}; already submitted and "
+                                      f"(shards {[k for u in part for k in u][:5]}...): {e}; "
+                                      "already submitted and "
                                       f"recorded in jobs.json: {done}") from e
                 array_id = str(jobs[0].job_id).split("_")[0]
                 arrays[st["name"]].append((part, array_id))
                 entry = {"stage": st["name"], "array_id": array_id, "submitted": _now(),
                          "job_name": job_name, "dependency": dep, "partition": spec.partition,
                          "time_min": minutes, "profile": self.profile.name,
-                         "jobs": {str(k): str(j.job_id) for k, j in zip(part, jobs, strict=True)}}
+                         "jobs": {str(k): str(j.job_id) for u, j in zip(part, jobs, strict=True)
+                                  for k in u}}
+                if several:  # element → its shards (`jobs` maps every shard to its element)
+                    entry["elements"] = [list(u) for u in part]
                 add_submissions(rd, [entry])
                 entries.append(entry)
         if aggregate:
@@ -305,18 +436,3 @@ class SlurmExecutor(Executor):
             entries.append(entry)
         return SubmitResult(submitted={st: sorted(v) for st, v in todo.items() if v},
                             finished=False, jobs=entries)
-
-    @staticmethod
-    def _dependency(needs: list[str], arrays: dict[str, list[tuple[list[int], str]]],
-                    chunk: int, part: list[int]) -> str | None:
-        deps = []
-        for need in needs:
-            ups = arrays.get(need)
-            if not ups:
-                continue  # upstream already complete: nothing to wait for
-            if chunk < len(ups) and ups[chunk][0] == part:
-                kind = "afterok" if len(part) == 1 else "aftercorr"
-                deps.append(f"{kind}:{ups[chunk][1]}")
-            else:
-                deps.append("afterany:" + ":".join(jid for _, jid in ups))
-        return ",".join(deps) if deps else None

@@ -1,0 +1,113 @@
+"""How many SLURM array elements — engine loads — the generate stage gets.
+
+Every stage keeps the run's `--shards` shards (the run directory, ledgers, DONE files and
+shard-to-shard upstream reads are unchanged); on SLURM a GPU stage of a model run runs its
+shards in *elements*: element e runs the contiguous shards ``[e*S//G, (e+1)*S//G)`` one
+after the other in one process that loads the model once (`inference.shared_engines`).
+
+G is chosen so that loading stays a bounded share of an element's GPU time: the stage's
+generation work (requests x token budget / the engine's throughput, from the profile's
+`generation` table) split G ways must be at least ``(1 - share) / share`` times the load
+time.  So G = floor(work x share / ((1 - share) x load)), between 1 and S.  One load per
+element is the least a batch array can pay, and more elements than that buy wall time with
+GPU-hours of loading.  `--gpu-shards N` or the profile's `generation.elements` fix G.
+
+Sizing reads only the manifest, the profile and the choice, so a resumed run (same
+profile, `--gpu-shards` remembered in jobs.json) groups its shards the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .plan import shard_bounds
+from .profiles import (
+    _NO_LOAD_ENGINES,
+    ENGINE_STARTUP_S,
+    LOAD_BYTES_PER_S,
+    UNKNOWN_MODEL_LOAD_S,
+    GenerationSpec,
+    Profile,
+    model_bytes,
+)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    elements: int          # array elements (G); == shards for a stage that is not sized
+    load_s: float          # expected seconds to start the engine, per element
+    work_s: float          # expected generation seconds of the whole stage (all elements)
+    why: str
+
+
+def expected_load_s(model: str | None, gen: GenerationSpec) -> tuple[float, str]:
+    """Expected seconds to start an engine on `model` (not the conservative time-limit
+    figure: the profile's `load_gb_per_s` when it gives one)."""
+    if not model:
+        return 0.0, "no model"
+    engine = model.partition(":")[0]
+    if engine in _NO_LOAD_ENGINES:
+        return 0.0, f"{engine}: nothing to load"
+    size, how = model_bytes(model)
+    if size is None:
+        return UNKNOWN_MODEL_LOAD_S, f"model {how}: {UNKNOWN_MODEL_LOAD_S / 60:g} min assumed"
+    rate = gen.load_gb_per_s * 1e9 if gen.load_gb_per_s else LOAD_BYTES_PER_S
+    src = "profile generation.load_gb_per_s" if gen.load_gb_per_s else "built-in"
+    load = ENGINE_STARTUP_S + size / rate
+    return load, (f"{how} at {rate / 1e9:g} GB/s ({src}) + {ENGINE_STARTUP_S / 60:g} min "
+                  "engine start-up")
+
+
+def generation_work_s(config: dict[str, Any], instances: int,
+                      gen: GenerationSpec) -> tuple[float, str]:
+    """Expected seconds one engine needs for the whole stage: instances x samples x the
+    run's max_tokens budget, at the profile's tokens/s for the model.  The budget is an
+    upper bound on what is generated, so this is an upper bound on the work — and G an upper
+    bound on the loads the work justifies."""
+    model = config.get("model") or ""
+    n = int((config.get("options") or {}).get("n_samples", 1) or 1)
+    max_tokens = int((config.get("sampling") or {}).get("max_tokens") or 1024)
+    tps, src = gen.throughput(model)
+    tokens = instances * n * max_tokens
+    return tokens / tps, (f"{instances} instances x {n} sample(s) x {max_tokens} max_tokens = "
+                          f"{tokens:,} tokens at {tps:g} tokens/s ({src})")
+
+
+def is_sized(stage: dict[str, Any], config: dict[str, Any]) -> bool:
+    """Only a GPU stage of a model run loads the model per element."""
+    return stage.get("resource") == "gpu" and bool(config.get("model"))
+
+
+def size_stage(stage: dict[str, Any], config: dict[str, Any], instances: int, shards: int,
+               profile: Profile, override: int | None = None) -> Sizing:
+    """The element count of `stage` and why (see the module docstring)."""
+    if not is_sized(stage, config):
+        return Sizing(shards, 0.0, 0.0, "one element per shard")
+    gen = profile.generation
+    load, load_why = expected_load_s(config.get("model"), gen)
+    work, work_why = generation_work_s(config, instances, gen)
+    fixed = override if override is not None else gen.elements
+    if fixed is not None:
+        src = "--gpu-shards" if override is not None else "profile generation.elements"
+        g = max(1, min(shards, fixed))
+        return Sizing(g, load, work, f"{src} {fixed}" + (f" (at most {shards} shards)"
+                                                           if fixed > shards else ""))
+    if load <= 0:
+        return Sizing(shards, load, work, f"{load_why}: one element per shard")
+    share = gen.max_load_share
+    g = max(1, min(shards, math.floor(work * share / ((1 - share) * load))))
+    return Sizing(g, load, work, f"load {load / 60:.1f} min ({load_why}); work "
+                                 f"{work / 60:.1f} min ({work_why}); loads <= "
+                                 f"{share:.0%} of GPU time -> {g} element(s)")
+
+
+def element_groups(shards: int, elements: int) -> list[list[int]]:
+    """Element e → its shards ``[e*S//G, (e+1)*S//G)`` (contiguous, like instances in shards)."""
+    return [list(range(a, b)) for a, b in shard_bounds(shards, elements)]
+
+
+def element_of(shards: int, elements: int) -> dict[int, int]:
+    """Shard → the element that runs it."""
+    return {k: e for e, group in enumerate(element_groups(shards, elements)) for k in group}
