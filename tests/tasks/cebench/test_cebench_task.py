@@ -40,8 +40,10 @@ def test_the_default_plans_a_build_of_the_sample() -> None:
 
 
 def test_what_is_refused(lam4inv_root: Path, tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")  # a model folder (checked at plan time) ...
+    (tmp_path / "model.safetensors").write_bytes(b"")
     with pytest.raises(ValueError, match="build it first"):
-        plan_run("cebench", model=f"hf:{tmp_path}")  # a model folder exists; the dataset is a source
+        plan_run("cebench", model=f"hf:{tmp_path}")  # ... but the dataset is a source
     with pytest.raises(ValueError, match="evaluation runs"):
         plan_run("cebench", strategy="cot")
     with pytest.raises(PlanError, match="unknown strategy 'few-shot'.*zero-shot, one-shot, cot"):
