@@ -110,7 +110,8 @@ class Execution:
     stderr_path: Path | None = None
     error: str | None = None  # why it could not be started (termination_reason "error")
     containment: str = "process-group"  # one of CONTAINMENTS
-    memory_limit_by: str = "polling"    # "cgroup" (memory.max) or "polling" (summed RSS)
+    memory_limit_by: str = "polling"    # "cgroup" (memory.max), "cgroup-v1", or "polling" (RSS)
+    peak_processes: int = 0             # most live processes of the tree seen at one poll
 
     @property
     def limit_hit(self) -> bool:
@@ -253,6 +254,7 @@ class LimitedProcess:
         self._seen: dict[int, psutil.Process] = {}
         self._cpu_seen: dict[int, float] = {}
         self._peak_rss = 0
+        self._peak_procs = 0
         self._root = -1   # the tool's root process (its pid is also its process group)
         self._tree = -1   # whose descendants are the tool's: the reaper, or the root itself
 
@@ -478,6 +480,7 @@ class LimitedProcess:
             elapsed = time.monotonic() - t0
             rss, cpu, nprocs = self._measure()
             self._peak_rss = max(self._peak_rss, rss)
+            self._peak_procs = max(self._peak_procs, nprocs)
             if self._cancel.is_set():
                 return "cancelled"
             if elapsed >= self.limits.wall_s:
@@ -530,6 +533,7 @@ class LimitedProcess:
             error=error,
             containment=containment,
             memory_limit_by=memory_by,
+            peak_processes=self._peak_procs,
         )
 
     def _measure(self) -> tuple[int, float, int]:
