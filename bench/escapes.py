@@ -45,6 +45,8 @@ def main() -> int:
         for c in [*CLASSES, "total"]:
             v = total if c == "total" else s[c]
             print(f"{c:<10} {v['tried']:>5} {v['held']:>5} {v['escaped']:>7} {v['error']:>7}")
+        mechanisms = {r["memory_limit_by"] for r in results if r.get("memory_limit_by")}
+        print(f"memory limit enforced by: {'; '.join(sorted(mechanisms)) or '(not recorded)'}")
         for r in results:
             if r["escaped"] or r.get("error"):
                 what = "NOT RUN" if r.get("error") else "ESCAPED"

@@ -18,8 +18,11 @@ keyring    a key planted in the driver's own session keyring (``keyctl new_sessi
            ssh login with pam_keyinit gives) is searched for, read and added to from the box,
            through `run_program` and REFUTE's generator path `run_generator`
 memory     ``memory_mb=256``: files in the box's root, /tmp, /box and /dev/shm, memfd pages,
-           a tmpfs mounted in a nested user namespace; escaped when the program is judged OK
-           while holding more than twice the limit
+           a tmpfs mounted in a nested user namespace, every tmpfs filled plus anonymous
+           memory; escaped when the program is judged OK while holding more than twice the
+           limit (the limit on resident memory plus the box's tmpfs caps, which together are
+           at most the limit: the most a box may hold where no memory cgroup counts files).
+           Each result carries the run's `memory_limit_by`, the mechanism the record names
 stdin      the judged input rewritten through ``/proc/self/fd/0`` (`run_program`,
            ``python -m veribatch.verifiers.judge``, ``launch verify --tool judge``)
 serve      `launch serve`'s bind check (``0``, ``0.0.0.0`` from the environment, ``::0``,
@@ -122,6 +125,29 @@ if libc.mount(b"none", b"/tmp/m", b"tmpfs", 0, b"size=2g") != 0:
     raise SystemExit(0)
 """ + _fill_program("/tmp/m").replace("import os\n", "")
 
+_ALL_TMPFS = f"""import os
+held = 0
+chunk = b"x" * (16 << 20)
+for where in ("/tmp", "/box", "/dev/shm"):
+    try:
+        for i in range(100):
+            with open(f"{{where}}/f%d" % i, "wb") as f:
+                f.write(chunk)
+            held += len(chunk)
+    except OSError:
+        pass
+del chunk
+keep = []
+try:
+    while held < ({HOLD_MB} << 20):
+        keep.append(bytearray(8 << 20))
+        held += 8 << 20
+except MemoryError:
+    keep.pop()
+    held -= 16 << 20
+print("held", held >> 20)
+"""
+
 _REWRITE_STDIN = """import os
 try:
     fd = os.open("/proc/self/fd/0", os.O_WRONLY | os.O_TRUNC)
@@ -216,7 +242,9 @@ def drive(spec: dict[str, Any]) -> list[dict[str, Any]]:
         return secret in text, text.strip()
 
     def key_added() -> tuple[bool, str]:
-        return _key_added(marker), "vbadded key found in the driver's session keyring"
+        found = _key_added(marker)
+        return found, ("the box's key IS in the driver's session keyring" if found
+                       else "the box's key is not in the driver's session keyring")
 
     attempt("keyring", "read secret key", "run_program", key_run_program)
     attempt("keyring", "read secret key", "run_generator", key_generator)
@@ -228,17 +256,21 @@ def drive(spec: dict[str, Any]) -> list[dict[str, Any]]:
             r = run_program(src(name, text), "", time_s=10, wall_s=30, memory_mb=MEMORY_MB,
                             cache_dir=cache, sandbox=box)
             held = _held_mb(r.output)
+            mechanism[0] = getattr(r, "memory_limit_by", "") or "(not recorded)"
             return (str(r.verdict) == "OK" and held > 2 * MEMORY_MB,
                     f"{r.verdict} ({r.reason}) held {held} MB, peak {r.peak_mem_mb:.0f} MB; "
                     f"{r.output.strip()[-200:]}")
         return go
 
+    mechanism = [""]
     for name, text in (("files in /", _fill_program("")), ("files in /tmp", _fill_program("/tmp")),
                        ("files in /box", _fill_program("/box")),
                        ("files in /dev/shm", _fill_program("/dev/shm")),
                        ("memfd_create", _MEMFD), ("tmpfs in nested userns", _USERNS_TMPFS),
-                       ("anonymous memory", "b = bytearray(600 << 20)\nprint('held 600')\n")):
+                       ("anonymous memory", "b = bytearray(600 << 20)\nprint('held 600')\n"),
+                       ("every tmpfs + anonymous memory", _ALL_TMPFS)):
         attempt("memory", name, "run_program", mem(name.replace(" ", "_").replace("/", "_"), text))
+        results[-1]["memory_limit_by"] = mechanism[0]
 
     # stdin written back
     prog = src("rewrite", _REWRITE_STDIN)

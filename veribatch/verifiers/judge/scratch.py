@@ -18,6 +18,7 @@ box folders inside it, and nobody may list them.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -50,6 +51,14 @@ def scratch_dir() -> Path:
                 close_fds=True)
         _STATE.update(pid=os.getpid(), dir=d)
         return d
+
+
+@atexit.register
+def _remove_at_exit() -> None:
+    """A normal exit removes the parent at once (the janitor would, a second later)."""
+    d = _STATE.get("dir")
+    if _STATE.get("pid") == os.getpid() and isinstance(d, Path):
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def sweep(tmp: Path | None = None) -> list[Path]:
