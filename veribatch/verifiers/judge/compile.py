@@ -3,7 +3,7 @@
 The flags are those of the authors' harness (``refute/utils/code_exec.py``):
 ``g++ -static -DONLINE_JUDGE -O2 -std=c++23 -march=x86-64 -mno-avx2`` with a 30 s
 compile limit.  (Its ``-Wl,--stack=268435456`` is a Windows linker flag; on Linux the
-sandbox raises RLIMIT_STACK to the memory limit instead.)  A compiler that lacks one of
+sandbox leaves RLIMIT_STACK unlimited, so the stack may grow to the memory limit.)  A compiler that lacks one of
 them gets the nearest working set — ``-std=c++2b``/``c++20``, dynamic linking when no
 static libc is installed, no ``-march`` off x86 — probed once per compiler, and the
 departure is recorded as `flags_note` on every result, never hidden.
