@@ -23,6 +23,7 @@ subreaper alone, see `verifiers.forkserver`).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import time
@@ -241,7 +242,14 @@ def memory_v1_base() -> Path | None:
                                 and not psutil.pid_exists(int(owner)):
                             remove_v1(stale)
     _V1_BASE[pid] = base
+    if base is not None:
+        atexit.register(_remove_own_v1, pid, base)
     return base
+
+
+def _remove_own_v1(pid: int, base: Path) -> None:
+    if os.getpid() == pid:  # not in a forked child that inherited the hook
+        remove_v1(base, 0.5)
 
 
 def memory_v1_query(base: Path, name: str, memory_mb: int) -> Path | None:
