@@ -6,6 +6,7 @@ address check."""
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -189,3 +190,33 @@ def test_serve_accepts_a_real_address_and_resolves_names() -> None:
             assert ServeJob(Path(d), "hf:/m", backend="http").host == "0.0.0.0"
         finally:
             mp.undo()
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="system call numbers of x86_64")
+def test_the_seccomp_filter_alone_refuses_keys_memfd_and_nested_user_namespaces(write) -> None:
+    """Also where bwrap is older than 0.8 (RHEL 8/9 ship 0.4): no --disable-userns there."""
+    import dataclasses
+
+    from veribatch.verifiers.judge import detect_sandbox
+
+    box = dataclasses.replace(detect_sandbox(), userns_disabled=False)
+    assert box.kind == "bwrap" and box.seccomp
+    prog = write("probe.py", """import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+print("unshare", libc.unshare(0x10000000), ctypes.get_errno())
+pid = os.fork()  # plain clone (no CLONE_NEWUSER) still works
+if pid == 0:
+    os._exit(7)
+print("child", os.waitpid(pid, 0)[1] >> 8)
+libc.syscall.restype = ctypes.c_long
+print("keyctl", libc.syscall(ctypes.c_long(250), ctypes.c_long(0), ctypes.c_long(-3),
+                             ctypes.c_long(0)), ctypes.get_errno())
+try:
+    os.memfd_create("m")
+    print("memfd ok")
+except OSError as e:
+    print("memfd", e.errno)
+""")
+    r = run_program(Program.of(prog), "", time_s=5, sandbox=box)
+    assert r.verdict is Verdict.OK, r
+    assert r.output.split("\n")[:4] == ["unshare -1 1", "child 7", "keyctl -1 1", "memfd 1"], r.output
