@@ -19,9 +19,7 @@ keyring    a key planted in the driver's own session keyring (``keyctl new_sessi
            through `run_program` and REFUTE's generator path `run_generator`
 memory     ``memory_mb=256``: files in the box's root, /tmp, /box and /dev/shm, memfd pages,
            a tmpfs mounted in a nested user namespace, every tmpfs filled plus anonymous
-           memory; escaped when the program is judged OK while holding more than twice the
-           limit (the limit on resident memory plus the box's tmpfs caps, which together are
-           at most the limit: the most a box may hold where no memory cgroup counts files).
+           memory; escaped when the program is judged OK while holding more than the limit.
            Each result carries the run's `memory_limit_by`, the mechanism the record names
 stdin      the judged input rewritten through ``/proc/self/fd/0`` (`run_program`,
            ``python -m veribatch.verifiers.judge``, ``launch verify --tool judge``)
@@ -257,7 +255,7 @@ def drive(spec: dict[str, Any]) -> list[dict[str, Any]]:
                             cache_dir=cache, sandbox=box)
             held = _held_mb(r.output)
             mechanism[0] = getattr(r, "memory_limit_by", "") or "(not recorded)"
-            return (str(r.verdict) == "OK" and held > 2 * MEMORY_MB,
+            return (str(r.verdict) == "OK" and held > MEMORY_MB,
                     f"{r.verdict} ({r.reason}) held {held} MB, peak {r.peak_mem_mb:.0f} MB; "
                     f"{r.output.strip()[-200:]}")
         return go

@@ -55,8 +55,11 @@ def test_memory_tricks_are_refused_or_counted(suite: tuple[str, list[dict]]) -> 
     mechanism = mem["anonymous memory"]["memory_limit_by"]
     if who == "root" and Path("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists():
         assert mechanism.startswith("cgroup v1 memory.limit_in_bytes"), mechanism
-    if who == "nobody":  # no memory cgroup of its own: the record says what is not counted
-        assert mechanism.startswith("polling") and "not counted" in mechanism, mechanism
+    if who == "nobody":  # no memory cgroup of its own: polled, files included, and it says so
+        assert mechanism.startswith("polling") and "plus the files in its tmpfs" in mechanism
+        assert "not counted" in mechanism, mechanism
+    # files in every tmpfs plus anonymous memory: over the limit together, so MLE
+    assert mem["every tmpfs + anonymous memory"]["detail"].startswith("MLE"), mem
 
 
 def test_serve_refusals_name_the_problem(suite: tuple[str, list[dict]]) -> None:

@@ -36,7 +36,8 @@ kills the whole tree at the end; RLIMIT_FSIZE caps each file written, RLIMIT_NOF
 open files.  Where this process may create a cgroup in a v1 memory hierarchy (root on a
 cgroups-v1 node) each run also gets its own ``memory.limit_in_bytes``, which counts page
 cache, tmpfs/shm files and memfd pages too; elsewhere memory is the polled resident set
-plus the tmpfs caps, and every `ProgramRun` says which (`memory_limit_by`).  The program's
+plus the files in the box's tmpfs (read through ``/proc/PID/root`` of a box process), and
+every `ProgramRun` says which (`memory_limit_by`).  The program's
 stdin is a private copy of its input, never the caller's file (a program can reopen
 ``/proc/self/fd/0`` for writing).  Temporary folders live below a per-process parent that
 is removed even when the judge is SIGKILLed (`verifiers.judge.scratch`).  Inside bwrap a
@@ -472,6 +473,7 @@ def run_sandboxed(
             address_space=True,
             max_processes=max_processes + 4,  # + bwrap's own processes
             rlimits=rlimits,
+            extra_memory=_BoxFiles() if box.kind == "bwrap" else None,
         ).start().wait()  # type: ignore[assignment]
         if cg is not None:
             ex = _charged(ex, cg, limits.memory_mb)
@@ -481,6 +483,38 @@ def run_sandboxed(
             cgroup.remove_v1(cg)
         shutil.rmtree(stage, ignore_errors=True)
         shutil.rmtree(private, ignore_errors=True)
+
+
+class _BoxFiles:
+    """Bytes in the box's tmpfs mounts, read from outside through ``/proc/PID/root`` of a
+    process inside the box (allowed for the box's own user and for root): files are
+    memory the resident sets do not show, so the polled limit counts them too."""
+
+    _MOUNTS = ("tmp", BOX.lstrip("/"), "dev/shm")
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        try:
+            self.own_ns = os.readlink("/proc/self/ns/mnt")
+        except OSError:
+            self.own_ns = ""
+
+    def __call__(self, pids: Sequence[int]) -> int:
+        for pid in ([self.pid] if self.pid is not None else []) + list(reversed(pids)):
+            try:
+                if os.readlink(f"/proc/{pid}/ns/mnt") == self.own_ns:
+                    continue
+                total = 0
+                for m in self._MOUNTS:
+                    st = os.statvfs(f"/proc/{pid}/root/{m}")
+                    total += (st.f_blocks - st.f_bfree) * st.f_frsize
+            except OSError:
+                if pid == self.pid:
+                    self.pid = None
+                continue
+            self.pid = pid
+            return total
+        return 0
 
 
 def _charged(ex: Execution, cg: Path, memory_mb: int) -> Execution:
@@ -503,8 +537,8 @@ def memory_mechanism(ex: Execution, box: Sandbox, memory_mb: int, box_mb: int = 
     what = "polling: resident memory of the box's processes (RLIMIT_AS as backstop)"
     if box.kind == "bwrap":
         cap = max(1, min(box_mb, memory_mb))
-        what += (f"; files in the box's tmpfs (/tmp, /box, /dev/shm, at most {cap} MB "
-                 "together) are not counted")
+        what += (f" plus the files in its tmpfs (/tmp, /box, /dev/shm; at most {cap} MB "
+                 "together); page cache and kernel memory not counted")
         what += "; memfd refused" if box.seccomp else "; memfd NOT limited (no seccomp filter)"
     else:
         what += "; page cache, tmpfs/shm files and memfd pages are NOT limited"
