@@ -390,7 +390,15 @@ def test_the_command_lines_each_sandbox_kind_builds(tmp_path: Path) -> None:
     assert cmd[:4] == ["setpriv", "--reuid=65534", "--", "/usr/bin/bwrap"]
     assert "--unshare-all" in cmd and "--die-with-parent" in cmd and "--new-session" in cmd
     joined = " ".join(cmd)
-    assert f"--size {8 * 2**20} --tmpfs /box" in joined and f"--size {8 * 2**20} --tmpfs /tmp" in joined
+    # the three writable tmpfs hold box_mb together; the root and /dev are read-only
+    assert f"--size {2 * 2**20} --tmpfs /box" in joined and f"--size {4 * 2**20} --tmpfs /tmp" in joined
+    assert f"--size {2 * 2**20} --tmpfs /dev/shm" in joined
+    assert "--remount-ro /dev --remount-ro /" in joined
+    assert "--seccomp" not in joined and "--disable-userns" not in joined  # not asked for here
+    sec = Sandbox("bwrap", True, True, None, executable="/usr/bin/bwrap", seccomp=True,
+                  userns_disabled=True)
+    sec_cmd = " ".join(sec.command(["./prog"], tmp_path, ["prog"], {}, box_mb=8)[0])
+    assert "--unshare-user --disable-userns" in sec_cmd and "--seccomp 9" in sec_cmd
     assert f"--ro-bind {tmp_path}/prog /box/prog" in joined and f"--bind {out} /box/out" in joined
     assert "/home" not in joined and "/etc/passwd" not in joined and "/etc/hostname" not in joined
     assert cmd[-7:] == ["--chdir", "/box", "--", "/usr/bin/prlimit",

@@ -214,7 +214,8 @@ class EngineServer:
                     return
                 if self.path == "/health":
                     if server.ready.is_set():
-                        self._send(200, {"status": "ok", "model": server.served_name})
+                        # no model name: it is often a local path, and /health needs no token
+                        self._send(200, {"status": "ok"})
                     else:
                         self._error(503, "not ready", "unavailable")
                 elif self.path in ("/v1/models", "/models"):

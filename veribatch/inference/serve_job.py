@@ -11,11 +11,16 @@ directory — never by guessing a node or port:
     exit.json         why and when the server stopped
 
 Access: the server binds the node's own address (`node_address`: the address other
-nodes reach it at, never 0.0.0.0), on a port verified free outside the ephemeral range,
+nodes reach it at), on a port verified free outside the ephemeral range.  Whatever names
+the address (``--host``, ``$VERIBATCH_SERVE_HOST``) is resolved first (`bind_address`), so
+``0``, ``0.0`` or a name that resolves to 0.0.0.0 are refused like ``0.0.0.0`` itself,
+unless explicitly allowed (``--allow-any-interface`` / ``$VERIBATCH_SERVE_ALLOW_ANY=1``);
+IPv6 addresses are refused as unsupported.  The server
 and answers ``/v1/*`` only with ``Authorization: Bearer TOKEN``.  The token is made per
 job and written to endpoint.json, which is created mode 0600: whoever can read the serve
 directory's endpoint file may use the server (the ``openai:`` engine with ``serve_dir``
-sends it); nobody else on the network can.  ``/health`` stays open (it tells nothing).
+sends it); nobody else on the network can.  ``/health`` stays open and says only
+``{"status": "ok"}`` (no model name or path).
 
 The server exits on SIGTERM/SIGINT (``scancel``, `launch serve-stop`), on a STOP file,
 when every registered client has gone (after at least one came), or after
@@ -57,6 +62,7 @@ CLIENTS = "clients"
 STOP = "STOP"
 EXIT = "exit.json"
 HOST_ENV = "VERIBATCH_SERVE_HOST"
+ALLOW_ANY_ENV = "VERIBATCH_SERVE_ALLOW_ANY"
 TOKEN_HEADER = "Authorization"
 
 
@@ -95,6 +101,31 @@ def node_address(env: dict[str, str] | None = None) -> str:
         if not ipaddress.ip_address(ip).is_unspecified:
             return str(ip)
     return "127.0.0.1"
+
+
+def bind_address(host: str, allow_any: bool = False) -> str:
+    """The IPv4 address `host` names, checked: never the wildcard unless `allow_any`.
+
+    Resolved first, because the kernel reads ``0``, ``0.0``, ``0x0`` and host names that
+    map to 0.0.0.0 as "every interface" too; a string comparison sees none of them."""
+    own = node_address({k: v for k, v in os.environ.items() if k != HOST_ENV})
+    if not host.strip():
+        infos: list[Any] = [(socket.AF_INET, 0, 0, "", ("0.0.0.0", 0))]
+    else:
+        try:
+            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as e:
+            raise ValueError(f"serve: cannot resolve the host {host!r} to bind: {e}") from None
+    v4 = [str(i[4][0]) for i in infos if i[0] == socket.AF_INET]
+    if not v4:
+        raise ValueError(f"serve: {host!r} is an IPv6 address (or resolves only to IPv6); IPv6 "
+                         f"is not supported: give an IPv4 address of this node (default: {own})")
+    addr = v4[0]
+    if ipaddress.ip_address(addr).is_unspecified and not allow_any:
+        raise ValueError(f"serve: refusing to bind every interface ({host!r} means {addr}); give "
+                         f"the node's address (default: {own}), or allow it knowingly with "
+                         f"--allow-any-interface / {ALLOW_ANY_ENV}=1 (the token still guards /v1)")
+    return addr
 
 
 def auth_headers(serve_dir: Path) -> dict[str, str]:
@@ -211,15 +242,14 @@ class ServeJob:
     def __init__(self, serve_dir: Path, spec: str, *, backend: str = "auto", host: str | None = None,
                  port: int | None = None, tp: int = 1, nodes: int = 1, heartbeat_s: float = 10.0,
                  idle_exit_s: float | None = None, engine_options: dict[str, Any] | None = None,
-                 vllm_args: Sequence[str] = ()) -> None:
+                 vllm_args: Sequence[str] = (), allow_any: bool | None = None) -> None:
         self.dir = Path(serve_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / CLIENTS).mkdir(exist_ok=True)
         self.backend, self.spec = resolve_backend(spec, backend)
-        if host in ("0.0.0.0", "::", ""):
-            raise ValueError("serve: refusing to bind every interface; give the node's address "
-                             f"(default: {node_address()})")
-        self.host = host or node_address()
+        if allow_any is None:
+            allow_any = os.environ.get(ALLOW_ANY_ENV, "").lower() in ("1", "yes", "true")
+        self.host = bind_address(node_address() if host is None else host, allow_any)
         self.port = job_port(self.host) if port is None else port
         self.token = secrets.token_urlsafe(32)
         self.tp, self.nodes = tp, nodes
@@ -254,6 +284,8 @@ class ServeJob:
 
     def _publish(self, port: int, pid: int, served_name: str) -> None:
         host = self.host
+        if ipaddress.ip_address(host).is_unspecified:  # bound everywhere (allowed): publish ours
+            host = node_address({k: v for k, v in os.environ.items() if k != HOST_ENV})
         _atomic_json(self.dir / ENDPOINT, {
             "url": f"http://{host}:{port}/v1", "health_url": f"http://{host}:{port}/health",
             "host": host, "port": port, "pid": pid, "model": served_name, "spec": self.spec,
@@ -349,6 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--backend", default="auto", choices=["auto", "vllm", "http"])
     ap.add_argument("--host", default=None,
                     help=f"address to bind (default: the node's own, see ${HOST_ENV})")
+    ap.add_argument("--allow-any-interface", action="store_true",
+                    help=f"allow binding 0.0.0.0 (every interface; also ${ALLOW_ANY_ENV}=1)")
     ap.add_argument("--port", type=int, default=None,
                     help="default: a free port outside the ephemeral range")
     ap.add_argument("--tp", type=int, default=1)
@@ -359,7 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     job = ServeJob(args.serve_dir, args.model, backend=args.backend, host=args.host, port=args.port,
                    tp=args.tp, nodes=args.nodes, heartbeat_s=args.heartbeat_s,
-                   idle_exit_s=args.idle_exit_s, vllm_args=shlex.split(args.vllm_args))
+                   idle_exit_s=args.idle_exit_s, vllm_args=shlex.split(args.vllm_args),
+                   allow_any=True if args.allow_any_interface else None)
     print(f"serve job: backend={job.backend} spec={job.spec} dir={job.dir}", flush=True)
     code = job.run()
     print(f"serve job stopped: {job.stop_reason}", flush=True)

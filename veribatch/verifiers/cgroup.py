@@ -23,6 +23,7 @@ subreaper alone, see `verifiers.forkserver`).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import time
@@ -177,3 +178,121 @@ def enter(cg: Path) -> None:
     """Move the calling process into `cg` (raises OSError when not allowed)."""
     with open(cg / "cgroup.procs", "w") as f:
         f.write("0")
+
+
+# -- cgroup v1 memory controller (hosts that still mount cgroups v1, e.g. Debian 12 nodes) ----
+#
+# The v2 path above limits memory only where a delegated parent hands the controller down.
+# On a v1 host the memory controller is its own hierarchy; where this process may create a
+# child there (root; a batch system that delegates it), a query's ``memory.limit_in_bytes``
+# charges everything the query's processes bring into memory: anonymous pages, page cache,
+# tmpfs and /dev/shm files, memfd pages — not only the resident set the runner can poll.
+# A normal user on a cluster may not create one (the hierarchy belongs to root or to the
+# batch system's own job cgroup): then `memory_v1_base` is None and memory stays polled.
+
+V1_NAME = "veribatch-judge-"
+
+
+def _v1_memory_dir() -> Path | None:
+    """This process's directory in a mounted cgroup-v1 memory hierarchy (None: none)."""
+    try:
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+        own = next((ln.split(":", 2)[2] for ln in Path("/proc/self/cgroup").read_text().splitlines()
+                    if "memory" in ln.split(":", 2)[1].split(",")), None)
+    except (OSError, IndexError):
+        return None
+    if own is None:
+        return None
+    for line in mounts:
+        left, sep, right = line.partition(" - ")
+        fields = right.split()
+        if sep and len(fields) >= 3 and fields[0] == "cgroup" and "memory" in fields[2].split(","):
+            root, point = left.split()[3], Path(left.split()[4])
+            rel = own.strip()
+            if root != "/" and rel.startswith(root):
+                rel = rel[len(root):]
+            d = point / rel.lstrip("/")
+            return d if (d / "memory.limit_in_bytes").exists() else None
+    return None
+
+
+_V1_BASE: dict[int, Path | None] = {}
+
+
+def memory_v1_base() -> Path | None:
+    """A cgroup-v1 memory directory of this process for its queries, or None where there is
+    none or it is not ours to create (stale ones of dead processes are removed on the way)."""
+    pid = os.getpid()
+    if pid in _V1_BASE:
+        return _V1_BASE[pid]
+    base: Path | None = None
+    if os.environ.get(ENV, "").lower() not in ("off", "0", "no", "false"):
+        own = _v1_memory_dir()
+        if own is not None:
+            base = own / f"{V1_NAME}{pid}"
+            try:
+                base.mkdir(exist_ok=True)
+            except OSError:
+                base = None
+            if base is not None:
+                with contextlib.suppress(OSError):
+                    for stale in own.iterdir():
+                        owner = stale.name[len(V1_NAME):]
+                        if stale.name.startswith(V1_NAME) and owner.isdigit() \
+                                and not psutil.pid_exists(int(owner)):
+                            remove_v1(stale)
+    _V1_BASE[pid] = base
+    if base is not None:
+        atexit.register(_remove_own_v1, pid, base)
+    return base
+
+
+def _remove_own_v1(pid: int, base: Path) -> None:
+    if os.getpid() == pid:  # not in a forked child that inherited the hook
+        remove_v1(base, 0.5)
+
+
+def memory_v1_query(base: Path, name: str, memory_mb: int) -> Path | None:
+    """A child of `base` limited to `memory_mb` (memory and swap together); None on failure."""
+    cg = base / name
+    try:
+        cg.mkdir()
+        (cg / "memory.limit_in_bytes").write_text(str(memory_mb * 2**20))
+        with contextlib.suppress(OSError):  # no swap accounting: swap use stays possible
+            (cg / "memory.memsw.limit_in_bytes").write_text(str(memory_mb * 2**20))
+        with contextlib.suppress(OSError):
+            (cg / "memory.swappiness").write_text("0")
+    except OSError:
+        remove_v1(cg)
+        return None
+    return cg
+
+
+def memory_v1_outcome(cg: Path) -> tuple[float, bool]:
+    """(peak usage in MB, True when the kernel OOM-killed a process of the query)."""
+    peak = 0.0
+    with contextlib.suppress(OSError, ValueError):
+        peak = int((cg / "memory.max_usage_in_bytes").read_text()) / 2**20
+    oom = False
+    with contextlib.suppress(OSError, ValueError):
+        for line in (cg / "memory.oom_control").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                oom = int(line.split()[1]) > 0
+    return peak, oom
+
+
+def remove_v1(cg: Path, timeout_s: float = 2.0) -> None:
+    """Remove a v1 cgroup (children first); its processes are already dead or dying."""
+    if not cg.is_dir():
+        return
+    for sub in sorted((p for p in cg.iterdir() if p.is_dir()), key=lambda p: p.name):
+        remove_v1(sub, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            cg.rmdir()
+            return
+        except OSError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.01)

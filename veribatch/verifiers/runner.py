@@ -110,7 +110,8 @@ class Execution:
     stderr_path: Path | None = None
     error: str | None = None  # why it could not be started (termination_reason "error")
     containment: str = "process-group"  # one of CONTAINMENTS
-    memory_limit_by: str = "polling"    # "cgroup" (memory.max) or "polling" (summed RSS)
+    memory_limit_by: str = "polling"    # "cgroup" (memory.max), "cgroup-v1", or "polling" (RSS)
+    peak_processes: int = 0             # most live processes of the tree seen at one poll
 
     @property
     def limit_hit(self) -> bool:
@@ -208,6 +209,9 @@ class LimitedProcess:
     `start()` returns at once; `poll()`, `wait()` and `kill()` may be called from
     any thread.  The result is computed exactly once.
 
+    `extra_memory(live pids)` adds bytes the tree holds outside its resident sets (the
+    judge's box: files in its tmpfs) to the polled memory.
+
     `warm=(module, args)` says that `argv` is ``python -m <package> args`` whose
     `module` (already importable here) has ``main(args)``: the fork server then runs
     it in a fork of its warm interpreter instead of exec-ing a fresh Python — same
@@ -230,6 +234,7 @@ class LimitedProcess:
         max_processes: int | None = None,
         rlimits: Mapping[int, tuple[int, int]] | None = None,
         warm: tuple[str, Sequence[str]] | None = None,
+        extra_memory: Callable[[Sequence[int]], int] | None = None,
     ) -> None:
         self.argv = tuple(str(a) for a in argv)
         self.limits = limits
@@ -244,6 +249,7 @@ class LimitedProcess:
         self.max_processes = max_processes
         self.rlimits = dict(rlimits or {})
         self.warm = (warm[0], tuple(str(a) for a in warm[1])) if warm else None
+        self.extra_memory = extra_memory
         self._cancel = threading.Event()
         self._overflow = threading.Event()
         self._done = threading.Event()
@@ -253,6 +259,7 @@ class LimitedProcess:
         self._seen: dict[int, psutil.Process] = {}
         self._cpu_seen: dict[int, float] = {}
         self._peak_rss = 0
+        self._peak_procs = 0
         self._root = -1   # the tool's root process (its pid is also its process group)
         self._tree = -1   # whose descendants are the tool's: the reaper, or the root itself
 
@@ -478,6 +485,7 @@ class LimitedProcess:
             elapsed = time.monotonic() - t0
             rss, cpu, nprocs = self._measure()
             self._peak_rss = max(self._peak_rss, rss)
+            self._peak_procs = max(self._peak_procs, nprocs)
             if self._cancel.is_set():
                 return "cancelled"
             if elapsed >= self.limits.wall_s:
@@ -530,13 +538,15 @@ class LimitedProcess:
             error=error,
             containment=containment,
             memory_limit_by=memory_by,
+            peak_processes=self._peak_procs,
         )
 
     def _measure(self) -> tuple[int, float, int]:
-        """Summed RSS (bytes) and CPU seconds of every live process of the tree."""
+        """Summed RSS (bytes, plus `extra_memory`) and CPU seconds of every live process."""
         self._track(fresh=False)
         rss = 0
         live = 0
+        pids: list[int] = []
         for pid, p in list(self._seen.items()):
             try:
                 with p.oneshot():
@@ -546,11 +556,15 @@ class LimitedProcess:
                     t = p.cpu_times()
                     self._cpu_seen[pid] = t.user + t.system
                     live += 1
+                    pids.append(pid)
             except psutil.NoSuchProcess:
                 if pid != self._root:
                     del self._seen[pid]  # gone for good; its last CPU reading is kept
             except psutil.Error:
                 continue
+        if self.extra_memory is not None and pids:
+            with contextlib.suppress(OSError):
+                rss += self.extra_memory(pids)
         return rss, sum(self._cpu_seen.values()), live
 
     def _track(self, fresh: bool) -> None:

@@ -37,8 +37,8 @@ def verify_cmd(
     data_model: Annotated[str, typer.Option("--data-model", help="ILP32 (32bit) or LP64.")] = "ILP32",
     runtime: Annotated[str, typer.Option("--runtime", help="native | apptainer")] = "native",
     image: Annotated[Path | None, typer.Option("--image", help="SIF image (apptainer).")] = None,
-    log_dir: Annotated[Path | None, typer.Option("--log-dir", help="Where the raw log goes "
-                                                 "[default: a fresh temp dir].")] = None,
+    log_dir: Annotated[Path | None, typer.Option("--log-dir", help="Keep the raw log here "
+                                                 "(default: not kept).")] = None,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Reuse/store results "
                                                    "here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -64,8 +64,11 @@ def verify_cmd(
         query = Query(files=tuple(f.resolve() for f in files),
                       property=prop or DEFAULT_PROPERTY.get(tool, "unreach-call"),
                       data_model=data_model)
-        logs = log_dir or Path(tempfile.mkdtemp(prefix="veribatch-verify-"))
-        result = verifier.run(query, Limits(wall_s=timeout, memory_mb=memory), logs)
+        # Without --log-dir the raw log lives only for this call: a temp folder per call would
+        # pile up in /tmp (one per check, never removed).
+        with tempfile.TemporaryDirectory(prefix="veribatch-verify-") as tmp:
+            logs = log_dir or Path(tmp)
+            result = verifier.run(query, Limits(wall_s=timeout, memory_mb=memory), logs)
     except (UnknownToolError, FileNotFoundError, ValueError) as e:  # ToolNotFoundError included
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         raise typer.Exit(EXIT_CANNOT_RUN) from None
@@ -86,7 +89,8 @@ def verify_cmd(
         where = f"{error['file']}({error['line']},{error['col']})" if error.get("file") else "-"
         out.print(f"{error.get('kind', 'error')}: {where}: {error['message']}", highlight=False,
                   markup=False, soft_wrap=True)
-    out.print(f"log: {result.log_path}", highlight=False, soft_wrap=True)
+    out.print(f"log: {result.log_path}" if log_dir is not None
+              else "log: not kept (--log-dir DIR keeps the raw log)", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -5,6 +5,8 @@ Library first — REFUTE's stages call these thousands of times per RandSearch:
 
 - `sandbox`: rootless isolation for untrusted code (bubblewrap; apptainer; refuse);
   `run_sandboxed` is the one entry point, reusable by any task that runs model code;
+- `seccomp`: the box's seccomp filter (keyring, memfd), assembled in classic BPF;
+- `scratch`: one temp parent per process, removed even after SIGKILL;
 - `compile`: C++ with the harness's flags, sandboxed, cached by content;
 - `run`: one program on one input under limits → a `ProgramRun` with a judge verdict;
 - `compare`: token-wise comparison (YES/NO case-insensitive);

@@ -3,7 +3,7 @@
 The flags are those of the authors' harness (``refute/utils/code_exec.py``):
 ``g++ -static -DONLINE_JUDGE -O2 -std=c++23 -march=x86-64 -mno-avx2`` with a 30 s
 compile limit.  (Its ``-Wl,--stack=268435456`` is a Windows linker flag; on Linux the
-sandbox raises RLIMIT_STACK to the memory limit instead.)  A compiler that lacks one of
+sandbox leaves RLIMIT_STACK unlimited, so the stack may grow to the memory limit.)  A compiler that lacks one of
 them gets the nearest working set — ``-std=c++2b``/``c++20``, dynamic linking when no
 static libc is installed, no ``-march`` off x86 — probed once per compiler, and the
 departure is recorded as `flags_note` on every result, never hidden.
@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from veribatch.verifiers.base import ToolNotFoundError, read_version
-from veribatch.verifiers.judge.sandbox import Sandbox, detect_sandbox, run_sandboxed
+from veribatch.verifiers.judge import scratch
+from veribatch.verifiers.judge.sandbox import (
+    BOX_SIZE_MB,
+    FILE_SIZE_MB,
+    Sandbox,
+    detect_sandbox,
+    run_sandboxed,
+)
 from veribatch.verifiers.result import Limits
 
 CPP_FLAGS: tuple[str, ...] = ("-static", "-DONLINE_JUDGE", "-O2", "-std=c++23", "-march=x86-64",
@@ -155,7 +162,7 @@ def _probe_flags(box: Sandbox) -> tuple[tuple[str, ...], str | None]:
 
 
 def _try(box: Sandbox, flags: list[str]) -> bool:
-    with tempfile.TemporaryDirectory(prefix="veribatch-flags-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="veribatch-flags-", dir=scratch.scratch_dir()) as tmp:
         out = Path(tmp) / "out"
         out.mkdir()
         _own(out, box)
@@ -165,6 +172,29 @@ def _try(box: Sandbox, flags: list[str]) -> bool:
                            stdout_path=Path(tmp) / "log", stderr_path=Path(tmp) / "log",
                            output_cap=1 << 16, sandbox=box, writable={"out": out})
         return ex.termination_reason == "exit" and ex.returncode == 0 and (out / "prog").is_file()
+
+
+_LIMIT_WORDS = {"walltime": "time limit", "cputime": "time limit", "memory": "memory limit",
+                "output": "output limit", "processes": "process limit"}
+
+
+def failure_cause(termination: str, truncated: bool, log: str) -> str:
+    """Why a compile failed, in the words a user can act on.
+
+    A limit the compiler hit is named as such, not as the compiler's own words: a file
+    over RLIMIT_FSIZE kills cc1plus/as with SIGXFSZ, which g++ prints as an "internal
+    compiler error"; a full /tmp of the box reads "No space left on device"."""
+    if termination in _LIMIT_WORDS:
+        return _LIMIT_WORDS[termination]
+    if termination != "exit" and termination != "signal":
+        return termination
+    if "File size limit exceeded" in log or "signal 25" in log:
+        return f"file size limit: the compiler wrote a file over {FILE_SIZE_MB} MB"
+    if "No space left on device" in log:
+        return f"file size limit: the box's temporary space (at most {BOX_SIZE_MB} MB) is full"
+    if truncated:
+        return "output limit: the compiler's log was cut"
+    return "errors"
 
 
 def _own(path: Path, box: Sandbox) -> None:
@@ -200,7 +230,7 @@ def compile_cpp(
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=final.parent))
     # The compiler's output dir lives in the system temp dir, not in the cache: the cache may
     # sit below a directory the sandbox user cannot enter (root's home, a 0700 scratch dir).
-    out = Path(tempfile.mkdtemp(prefix="veribatch-out-"))
+    out = scratch.mkdtemp("veribatch-out-")
     try:
         _own(out, box)
         ex = run_sandboxed([_cxx_in(box), *flags, "-o", "out/prog", "main.cpp"], {"main.cpp": text},
@@ -209,8 +239,8 @@ def compile_cpp(
                            writable={"out": out})
         if ex.termination_reason != "exit" or ex.returncode != 0 or not (out / "prog").is_file():
             log = ex.error or ex.read_output()
-            why = ex.termination_reason if ex.termination_reason != "exit" else "errors"
-            msg = f"g++ failed ({why}):\n{log[-4000:]}"
+            msg = f"g++ failed ({failure_cause(ex.termination_reason, ex.output_truncated, log)})" \
+                  f":\n{log[-4000:]}"
             _FAILED[key] = msg
             _count("errors")
             raise CompileError(msg)

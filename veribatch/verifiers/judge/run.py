@@ -4,7 +4,10 @@ Verdicts use the judge vocabulary REFUTE reports (OK, TLE, MLE, RE, OLE), so a
 record says *why* a solution's output differs, not just that it does.  ERROR is
 reserved for the judge failing to run the program at all (never the program's
 fault).  A failed allocation under RLIMIT_AS surfaces as ``std::bad_alloc`` or
-``MemoryError`` rather than as a kill, so those exits are counted as MLE.
+``MemoryError`` rather than as a kill, so those exits are counted as MLE.  A run that
+filled the box's process cap (a fork bomb: forks fail, and the processes it has then run
+into the memory or CPU limit) is an RE with the reason "too many processes", whatever
+limit finally stopped it.
 """
 
 from __future__ import annotations
@@ -12,14 +15,20 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
 from veribatch.verifiers.base import ToolNotFoundError
+from veribatch.verifiers.judge import scratch
 from veribatch.verifiers.judge.compile import compile_cpp
-from veribatch.verifiers.judge.sandbox import Sandbox, detect_sandbox, run_sandboxed
+from veribatch.verifiers.judge.sandbox import (
+    MAX_PROCESSES,
+    Sandbox,
+    detect_sandbox,
+    memory_mechanism,
+    run_sandboxed,
+)
 from veribatch.verifiers.result import Limits
 
 OUTPUT_CAP = 32 * 2**20
@@ -66,6 +75,7 @@ class ProgramRun:
     reason: str | None = None
     sandbox: str = "bwrap"      # the sandbox kind it ran in (verifiers.judge.sandbox)
     unsafe: bool = False        # True: ran without isolation, on explicit request
+    memory_limit_by: str = ""   # what enforced memory_mb, and what it did not count
 
 
 def judge_python(required: bool = True) -> str | None:
@@ -113,25 +123,33 @@ def run_program(
         python = "python3" if box.kind == "apptainer" and box.image else judge_python()
         argv = [str(python), "-I", "-S", "prog.py"]
     limits = Limits(wall_s=wall_s or 2 * time_s + 1, cpu_s=time_s, memory_mb=memory_mb)
-    with tempfile.TemporaryDirectory(prefix="veribatch-judge-") as tmp:
-        t = Path(tmp)
-        if isinstance(stdin, str | bytes):
-            data = stdin.encode() if isinstance(stdin, str) else stdin
-            (t / "input.txt").write_bytes(data)
-            stdin = t / "input.txt"
-        ex = run_sandboxed(argv, files, limits, stdin_path=stdin, stdout_path=t / "stdout",
-                           stderr_path=t / "stderr", output_cap=output_cap, sandbox=box)
+    t = scratch.mkdtemp("veribatch-judge-")
+    try:
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        # run_sandboxed gives the program a private copy of either, never the file itself
+        ex = run_sandboxed(argv, files, limits,
+                           stdin_path=None if isinstance(data, bytes) else data,
+                           stdin_data=data if isinstance(data, bytes) else None,
+                           stdout_path=t / "stdout", stderr_path=t / "stderr",
+                           output_cap=output_cap, sandbox=box)
         output, stderr = ex.read_output(), ex.read_stderr()
+    finally:
+        shutil.rmtree(t, ignore_errors=True)
     returncode, sig = ex.returncode, ex.signal
     if box.kind != "none" and sig is None and returncode is not None and 128 < returncode <= 192:
         # bwrap/apptainer's init reports a child killed by signal N as exit status 128+N
         returncode, sig = None, returncode - 128
     verdict, reason = _verdict(ex.termination_reason, returncode, sig, stderr, ex.error)
+    if verdict in (Verdict.TLE, Verdict.MLE, Verdict.RE) and ex.peak_processes >= MAX_PROCESSES:
+        # a fork bomb: forks failed at the box's cap, then memory or CPU ran out
+        verdict, reason = Verdict.RE, (f"too many processes ({ex.peak_processes} alive at once, "
+                                       f"cap {MAX_PROCESSES}; then {reason})")
     if verdict is Verdict.OLE:
         output = ""  # a truncated output must never be compared as if complete
     return ProgramRun(verdict, output, stderr[-4000:], returncode, sig, ex.wall_s,
                       ex.cpu_s, ex.peak_mem_mb, ex.termination_reason, box.network_isolated,
-                      reason, box.kind, box.unsafe)
+                      reason, box.kind, box.unsafe,
+                      memory_mechanism(ex, box, memory_mb))
 
 
 def _verdict(
@@ -150,7 +168,8 @@ def _verdict(
             return Verdict.ERROR, error
         case "cancelled":
             return Verdict.ERROR, "cancelled"
-    if returncode == 1 and stderr.startswith(("bwrap: ", "setpriv: ", "FATAL:")):
+    if (returncode == 1 and stderr.startswith(("bwrap: ", "setpriv: ", "FATAL:"))) or (
+            returncode == 125 and stderr.startswith("veribatch-box: ")):
         # the sandbox itself failed before the program started (bind, namespace, image)
         return Verdict.ERROR, f"sandbox failed: {stderr.strip()[:300]}"
     if any(m in stderr for m in _MEMORY_ERRORS):

@@ -6,10 +6,15 @@ user, so it is built from *rootless* isolation, chosen once per process (`detect
 
 ``bwrap`` (bubblewrap, the default)
     unprivileged user namespaces: new user, pid, net, ipc, uts and cgroup namespaces
-    (``--unshare-all``); the file system is an allow-list — ``/usr`` (and the ``/bin``,
-    ``/lib*`` links into it) read-only, a fresh ``/proc`` and ``/dev``, a size-capped
-    tmpfs for ``/tmp`` and for the working dir ``/box`` that holds read-only copies of
-    the program's files.  $HOME, /etc (but for the dynamic loader's cache), /root, /work,
+    (``--unshare-all``), and no further user namespace inside (``--disable-userns``,
+    bwrap >= 0.8: a nested one could mount a tmpfs of any size); the file system is an
+    allow-list — ``/usr`` (and the ``/bin``, ``/lib*`` links into it) read-only, a fresh
+    ``/proc``, a ``/dev`` and a root that are read-only, and three size-capped tmpfs —
+    ``/tmp``, ``/dev/shm`` and the working dir ``/box`` that holds read-only copies of
+    the program's files — whose caps together are the run's memory limit (at most
+    `BOX_SIZE_MB`).  A seccomp filter (`verifiers.judge.seccomp`) refuses the kernel
+    keyring (not namespaced: a box started from an ssh login would read the host's session
+    keys) and ``memfd_create`` (pages no limit sees).  $HOME, /etc (but for the dynamic loader's cache), /root, /work,
     the cluster's scratch file systems: none of it exists inside.  The only network
     interface is the namespace's own loopback, so nothing outside can be reached.
     ``--die-with-parent`` and the pid namespace make the kernel kill every process of the
@@ -27,7 +32,15 @@ Where neither isolation works and ``unsafe`` was not asked for, `detect_sandbox`
 
 In every mode `verifiers.runner.LimitedProcess` enforces CPU/wall time, memory (RLIMIT_AS
 and resident-memory polling), an output cap and a live-process cap from outside, and
-kills the whole tree at the end; RLIMIT_FSIZE caps each file written.  Inside bwrap a
+kills the whole tree at the end; RLIMIT_FSIZE caps each file written, RLIMIT_NOFILE the
+open files.  Where this process may create a cgroup in a v1 memory hierarchy (root on a
+cgroups-v1 node) each run also gets its own ``memory.limit_in_bytes``, which counts page
+cache, tmpfs/shm files and memfd pages too; elsewhere memory is the polled resident set
+plus the files in the box's tmpfs (read through ``/proc/PID/root`` of a box process), and
+every `ProgramRun` says which (`memory_limit_by`).  The program's
+stdin is a private copy of its input, never the caller's file (a program can reopen
+``/proc/self/fd/0`` for writing).  Temporary folders live below a per-process parent that
+is removed even when the judge is SIGKILLed (`verifiers.judge.scratch`).  Inside bwrap a
 ``prlimit --nproc`` caps the processes of the box itself: on kernels >= 5.14 that count
 is per user namespace, so a fork bomb hits it long before the cluster user's own limit.
 When started as root (CI containers, SLURM with SlurmUser=root) the sandbox first drops
@@ -37,6 +50,7 @@ and may read anything, so root never runs model code.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import platform
@@ -48,6 +62,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from veribatch.verifiers import cgroup
+from veribatch.verifiers.judge import scratch, seccomp
 from veribatch.verifiers.result import Limits
 from veribatch.verifiers.runner import Execution, LimitedProcess
 
@@ -57,8 +73,13 @@ MAX_PROCESSES = 64
 FILE_SIZE_MB = 64
 """RLIMIT_FSIZE: the largest file a sandboxed program may write."""
 BOX_SIZE_MB = 256
-"""Size cap of each tmpfs (/box and /tmp) inside bwrap: tmpfs pages are not resident memory
-of the program, so without a cap writing files would be a way around the memory limit."""
+"""The most the box's tmpfs mounts (/tmp, /box, /dev/shm) may hold together, and never more
+than the run's memory limit: tmpfs pages are not resident memory of the program, so without
+a cap writing files would be a way around the memory limit."""
+OPEN_FILES = 256
+"""RLIMIT_NOFILE inside the box (was the node's default, 20,000 and more)."""
+SECCOMP_FD = 9
+"""The descriptor bwrap reads the seccomp filter from (``bwrap --seccomp 9``)."""
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 BOX = "/box"
 MODES = ("auto", "bwrap", "apptainer", "unsafe")
@@ -98,6 +119,8 @@ class Sandbox:
     ro_binds: tuple[str, ...] = ()  # extra host paths visible read-only (bwrap)
     prlimit: str | None = None     # prlimit binary used for the per-box process cap
     drop: tuple[str, ...] = field(default=())  # setpriv prefix (root only)
+    seccomp: bool = False          # bwrap: load `verifiers.judge.seccomp` from SECCOMP_FD
+    userns_disabled: bool = False  # bwrap: --disable-userns (no nested user namespaces)
 
     @property
     def label(self) -> str:
@@ -114,11 +137,16 @@ class Sandbox:
             inner = [self.prlimit, f"--nproc={MAX_PROCESSES}:{MAX_PROCESSES}", "--", *inner]
         if self.kind == "bwrap":
             assert self.executable
-            cmd = [*self.drop, self.executable, *_bwrap_args(self.ro_binds, box_mb)]
+            cmd = [*self.drop, self.executable,
+                   *_bwrap_args(self.ro_binds, box_mb, userns=self.userns_disabled)]
             for name in files:
                 cmd += ["--ro-bind", str(stage / name), f"{BOX}/{name}"]
             for name, host in writable.items():
                 cmd += ["--bind", str(host), f"{BOX}/{name}"]
+            if self.seccomp:
+                cmd += ["--seccomp", str(SECCOMP_FD)]
+            # last: every mount point exists now, so the root and /dev can become read-only
+            cmd += ["--remount-ro", "/dev", "--remount-ro", "/"]
             return [*cmd, "--chdir", BOX, "--", *inner], stage
         if self.kind == "apptainer" and self.executable is None:  # already inside the image
             for name, host in writable.items():
@@ -142,8 +170,17 @@ class Sandbox:
         return [*self.drop, *inner], stage
 
 
-def _bwrap_args(ro_binds: Sequence[str], box_mb: int) -> list[str]:
+def tmpfs_caps(box_mb: int) -> dict[str, int]:
+    """Bytes each writable tmpfs of the box may hold; together `box_mb` MB."""
+    mb = 2**20
+    return {"/tmp": max(mb, box_mb * mb // 2), BOX: max(mb, box_mb * mb // 4),
+            "/dev/shm": max(mb, box_mb * mb // 4)}
+
+
+def _bwrap_args(ro_binds: Sequence[str], box_mb: int, userns: bool = False) -> list[str]:
     args = ["--unshare-all", "--die-with-parent", "--new-session", "--hostname", "judge"]
+    if userns:
+        args += ["--unshare-user", "--disable-userns"]
     for d in _SYSTEM_DIRS:
         p = Path(d)
         if p.is_symlink():
@@ -154,15 +191,17 @@ def _bwrap_args(ro_binds: Sequence[str], box_mb: int) -> list[str]:
         args += ["--ro-bind-try", f, f]
     for extra in ro_binds:
         args += ["--ro-bind", extra, extra]
-    size = str(box_mb * 2**20)
-    args += ["--proc", "/proc", "--dev", "/dev",
-             "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", BOX]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for where, size in tmpfs_caps(box_mb).items():
+        args += ["--size", str(size), "--tmpfs", where]
     return args
 
 
-def _works(argv: Sequence[str], cwd: str | None = None) -> tuple[bool, str]:
+def _works(argv: Sequence[str], cwd: str | None = None,
+           env: Mapping[str, str] | None = None) -> tuple[bool, str]:
     try:
-        p = subprocess.run(list(argv), capture_output=True, timeout=20, cwd=cwd)
+        p = subprocess.run(list(argv), capture_output=True, timeout=20, cwd=cwd,
+                           env=dict(env) if env is not None else None)
     except (OSError, subprocess.SubprocessError) as e:
         return False, str(e)
     return p.returncode == 0, (p.stderr or p.stdout).decode(errors="replace").strip()[-300:]
@@ -221,19 +260,32 @@ def _kernel_at_least(major: int, minor: int) -> bool:
         return False
 
 
-def _probe_bwrap(drop: tuple[str, ...], binds: tuple[str, ...]) -> tuple[str | None, str]:
+def _probe_bwrap(drop: tuple[str, ...], binds: tuple[str, ...]
+                 ) -> tuple[str | None, str, bool]:
+    """(bwrap binary or None, why not, whether it refuses nested user namespaces)."""
     explicit = os.environ.get(BWRAP_ENV)
     bwrap = explicit or shutil.which("bwrap", path=os.environ.get("PATH", "") + ":" + SAFE_PATH)
     if not bwrap or not os.access(bwrap, os.X_OK):
         return None, (f"${BWRAP_ENV}={explicit} is not executable" if explicit
-                      else "bubblewrap (bwrap) is not installed")
+                      else "bubblewrap (bwrap) is not installed"), False
+    # Only shell built-ins inside, and the sandbox's own PATH: a caller's PATH without
+    # /usr/bin must not make a working bwrap look broken ("cat: not found").
+    script = "test ! -e /etc/hostname && echo ok > /tmp/x && read v < /tmp/x && echo $v"
+    env = {"PATH": SAFE_PATH, "LANG": "C"}
     with tempfile.TemporaryDirectory(prefix="veribatch-probe-") as tmp:
         os.chmod(tmp, 0o755)
-        ok, err = _works([*drop, bwrap, *_bwrap_args(binds, 1), "--chdir", BOX, "--", "/bin/sh",
-                          "-c", "test ! -e /etc/hostname && echo ok > /tmp/x && cat /tmp/x"], cwd=tmp)
-    if not ok:
-        return None, f"bwrap cannot create namespaces here ({err or 'no message'})"
-    return bwrap, ""
+        for userns in (True, False):
+            ok, err = _works([*drop, bwrap, *_bwrap_args(binds, 1, userns=userns),
+                              "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", BOX,
+                              "--", "/bin/sh", "-c", script], cwd=tmp, env=env)
+            if ok:
+                return bwrap, "", userns
+            if not ok and "disable-userns" not in err and "unshare-user" not in err:
+                break  # not a matter of the nested-namespace option: report this error
+    started = err.startswith("bwrap:") or not err
+    what = ("bwrap cannot create namespaces here" if started
+            else "bwrap started but the probe inside the box failed")
+    return None, f"{what} ({err or 'no message'})", False
 
 
 @functools.cache
@@ -257,12 +309,20 @@ def detect_sandbox(mode: str = "auto", image: str | None = None) -> Sandbox:
     tried: list[str] = []
     if mode in ("auto", "bwrap"):
         binds = extra_binds()
-        bwrap, why = _probe_bwrap(drop, binds)
+        bwrap, why, userns_disabled = _probe_bwrap(drop, binds)
         if bwrap:
             if not prlimit:
                 notes.append("prlimit missing: no in-box process cap (polling only)")
+            if not userns_disabled:
+                notes.append("bwrap < 0.8 (no --disable-userns): nested user namespaces are "
+                             "not refused; a tmpfs mounted in one escapes the memory limit")
+            filtered = seccomp.supported()
+            if not filtered:
+                notes.append(f"no seccomp table for {platform.machine()}: the kernel keyring "
+                             "and memfd_create stay reachable from the box")
             return Sandbox("bwrap", True, True, uid, notes=tuple(notes), executable=bwrap,
-                           ro_binds=binds, prlimit=prlimit, drop=drop)
+                           ro_binds=binds, prlimit=prlimit, drop=drop, seccomp=filtered,
+                           userns_disabled=userns_disabled)
         tried.append(why)
         if mode == "bwrap":
             raise SandboxUnavailable(_refusal(tried))
@@ -313,6 +373,16 @@ def _refusal(tried: list[str]) -> str:
     )
 
 
+_WRAPPER = (
+    'f=$1 c=$2; shift 2; '
+    'if [ "$c" != - ]; then echo $$ > "$c" || { '
+    'echo "veribatch-box: cannot enter the memory cgroup $c" >&2; exit 125; }; fi; '
+    'if [ "$f" != - ]; then exec "$@" 9<"$f"; fi; exec "$@"'
+)
+"""Runs before the sandbox: joins the run's memory cgroup (as the caller, before any
+privilege drop) and opens the seccomp filter on fd 9 for ``bwrap --seccomp 9``."""
+
+
 def run_sandboxed(
     argv: Sequence[str],
     files: Mapping[str, Path | bytes],
@@ -326,14 +396,20 @@ def run_sandboxed(
     writable: Mapping[str, Path] | None = None,
     max_processes: int = MAX_PROCESSES,
     box_mb: int = BOX_SIZE_MB,
+    stdin_data: bytes | None = None,
 ) -> Execution:
     """Run `argv` (relative to the box) with `files` (host paths, or contents) in a fresh box.
 
     `writable` maps names to host directories mounted read-write at ``/box/<name>`` (the
-    compiler's output dir); they must be writable by the sandbox's uid.
+    compiler's output dir); they must be writable by the sandbox's uid.  The program's stdin
+    is a private copy of `stdin_path` (or `stdin_data`), so the caller's file cannot be
+    written through ``/proc/self/fd/0``.  The box's tmpfs mounts hold at most
+    min(`box_mb`, the memory limit) MB together.
     """
     box = sandbox or detect_sandbox()
-    stage = Path(tempfile.mkdtemp(prefix="veribatch-box-"))
+    stage = scratch.mkdtemp("veribatch-box-")
+    private = scratch.mkdtemp("veribatch-in-")  # stdin copy and filter: never inside the box
+    cg: Path | None = None
     try:
         for name, src in files.items():
             dst = stage / name
@@ -347,35 +423,126 @@ def run_sandboxed(
             for name in files:
                 os.chown(stage / name, box.uid, box.uid)
         stage.chmod(0o700 if box.uid is not None else 0o755)
-        cmd, cwd = box.command(argv, stage, list(files), dict(writable or {}), box_mb)
+        stdin_copy: Path | None = None
+        if stdin_data is not None or stdin_path is not None:
+            stdin_copy = private / "stdin"
+            if stdin_data is not None:
+                stdin_copy.write_bytes(stdin_data)
+            else:
+                assert stdin_path is not None
+                shutil.copyfile(stdin_path, stdin_copy)
+        budget = max(1, min(box_mb, limits.memory_mb))
+        cmd, cwd = box.command(argv, stage, list(files), dict(writable or {}), budget)
+        filt = "-"
+        if box.kind == "bwrap" and box.seccomp:
+            (private / "seccomp.bpf").write_bytes(seccomp.filter_program())
+            filt = str(private / "seccomp.bpf")
+        base = cgroup.memory_v1_base()
+        if base is not None:
+            cg = cgroup.memory_v1_query(base, stage.name, limits.memory_mb)
+        if filt != "-" or cg is not None:
+            procs = str(cg / "cgroup.procs") if cg is not None else "-"
+            cmd = ["/bin/sh", "-c", _WRAPPER, "veribatch-box", filt, procs, *cmd]
         home = BOX if box.fs_isolated else str(stage)
         env = {"PATH": SAFE_PATH, "HOME": home, "TMPDIR": "/tmp" if box.fs_isolated else str(stage),
                "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
-        mem = limits.memory_mb * 2**20
         fsize = FILE_SIZE_MB * 2**20
+        stack = resource.getrlimit(resource.RLIMIT_STACK)[1]
         rlimits = {
-            resource.RLIMIT_STACK: (mem, mem),  # deep recursion is normal in contest code
+            # Deep recursion is normal in contest code: the main stack may grow up to the
+            # memory limit (RLIMIT_AS).  Unlimited, not the memory limit itself: glibc sizes
+            # every thread's stack by RLIMIT_STACK, so a finite one as large as the address
+            # space would leave no room for a second thread.
+            resource.RLIMIT_STACK: (stack, stack),
             resource.RLIMIT_FSIZE: (fsize, fsize),
+            resource.RLIMIT_NOFILE: (OPEN_FILES, OPEN_FILES),
         }
         if box.kind == "none" and box.uid is not None:
             # no namespace: RLIMIT_NPROC of uid nobody is the only fork-bomb brake besides polling
             rlimits[resource.RLIMIT_NPROC] = (8 * max_processes, 8 * max_processes)
-        return LimitedProcess(
+        ex: Execution = LimitedProcess(
             cmd,
             limits,
             stdout_path,
             cwd=cwd,
             env=env,
-            stdin_path=stdin_path,
+            stdin_path=stdin_copy,
             stderr_path=stderr_path,
             output_cap=output_cap,
             kill_on_output_cap=True,
             address_space=True,
             max_processes=max_processes + 4,  # + bwrap's own processes
             rlimits=rlimits,
-        ).start().wait()  # type: ignore[return-value]
+            extra_memory=_BoxFiles() if box.kind == "bwrap" else None,
+        ).start().wait()  # type: ignore[assignment]
+        if cg is not None:
+            ex = _charged(ex, cg, limits.memory_mb)
+        return ex
     finally:
+        if cg is not None:
+            cgroup.remove_v1(cg)
         shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(private, ignore_errors=True)
+
+
+class _BoxFiles:
+    """Bytes in the box's tmpfs mounts, read from outside through ``/proc/PID/root`` of a
+    process inside the box (allowed for the box's own user and for root): files are
+    memory the resident sets do not show, so the polled limit counts them too."""
+
+    _MOUNTS = ("tmp", BOX.lstrip("/"), "dev/shm")
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        try:
+            self.own_ns = os.readlink("/proc/self/ns/mnt")
+        except OSError:
+            self.own_ns = ""
+
+    def __call__(self, pids: Sequence[int]) -> int:
+        for pid in ([self.pid] if self.pid is not None else []) + list(reversed(pids)):
+            try:
+                if os.readlink(f"/proc/{pid}/ns/mnt") == self.own_ns:
+                    continue
+                total = 0
+                for m in self._MOUNTS:
+                    st = os.statvfs(f"/proc/{pid}/root/{m}")
+                    total += (st.f_blocks - st.f_bfree) * st.f_frsize
+            except OSError:
+                if pid == self.pid:
+                    self.pid = None
+                continue
+            self.pid = pid
+            return total
+        return 0
+
+
+def _charged(ex: Execution, cg: Path, memory_mb: int) -> Execution:
+    """The run as its memory cgroup saw it: peak of everything charged, OOM kill = memory."""
+    peak, oom = cgroup.memory_v1_outcome(cg)
+    reason = ex.termination_reason
+    if oom and reason in ("exit", "signal", "cputime"):
+        reason = "memory"
+    return dataclasses.replace(ex, termination_reason=reason,
+                               peak_mem_mb=max(ex.peak_mem_mb, peak), memory_limit_by="cgroup-v1")
+
+
+def memory_mechanism(ex: Execution, box: Sandbox, memory_mb: int, box_mb: int = BOX_SIZE_MB) -> str:
+    """How the memory limit was enforced for `ex`, in words, for records."""
+    if ex.memory_limit_by == "cgroup-v1":
+        return ("cgroup v1 memory.limit_in_bytes: resident memory, page cache, tmpfs and shm "
+                "files, memfd pages")
+    if ex.memory_limit_by == "cgroup":
+        return "cgroup v2 memory.max: resident memory, page cache, tmpfs and shm files"
+    what = "polling: resident memory of the box's processes (RLIMIT_AS as backstop)"
+    if box.kind == "bwrap":
+        cap = max(1, min(box_mb, memory_mb))
+        what += (f" plus the files in its tmpfs (/tmp, /box, /dev/shm; at most {cap} MB "
+                 "together); page cache and kernel memory not counted")
+        what += "; memfd refused" if box.seccomp else "; memfd NOT limited (no seccomp filter)"
+    else:
+        what += "; page cache, tmpfs/shm files and memfd pages are NOT limited"
+    return what
 
 
 def sandbox_report(box: Sandbox) -> dict[str, object]:

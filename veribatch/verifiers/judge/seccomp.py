@@ -1,0 +1,119 @@
+"""A small seccomp filter for the judge's box, assembled here in classic BPF (no libseccomp).
+
+bubblewrap loads a compiled filter from a file descriptor (``bwrap --seccomp FD``).  The
+filter refuses, with EPERM, the system calls that reach *outside* the box's namespaces or
+around its memory accounting:
+
+- ``keyctl``, ``add_key``, ``request_key``: the kernel keyring is not namespaced.  A box
+  started from an ssh login (pam_keyinit), ``keyctl new_session`` or a Kerberos/AFS setup
+  would otherwise search, read and change the host's session keys;
+- ``memfd_create``, ``memfd_secret``: their pages count in no resident-set size and are
+  capped by no file system, so a program could hold memory the limit never sees;
+- ``clone``/``unshare`` with CLONE_NEWUSER: a nested user namespace could mount a tmpfs
+  of any size (also refused by bwrap >= 0.8's ``--disable-userns``; not by older ones).
+
+System calls of a foreign ABI (i386 ``int 0x80`` and x32 on x86_64) are refused outright
+(ENOSYS), so a 32-bit build of the same call cannot slip past the numbers.
+
+Architectures without a table here (`supported` is False) get no filter; the sandbox then
+says so in its notes, and the keyring stays reachable there.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+
+# struct sock_filter {u16 code; u8 jt; u8 jf; u32 k}
+_LD_W_ABS = 0x20   # BPF_LD | BPF_W | BPF_ABS
+_JEQ_K = 0x15      # BPF_JMP | BPF_JEQ | BPF_K
+_JGE_K = 0x35      # BPF_JMP | BPF_JGE | BPF_K
+_JSET_K = 0x45     # BPF_JMP | BPF_JSET | BPF_K
+_RET_K = 0x06      # BPF_RET | BPF_K
+_RET_ALLOW = 0x7FFF0000
+_RET_ERRNO = 0x00050000
+_X32_BIT = 0x40000000
+_CLONE_NEWUSER = 0x10000000
+_ARG0_LOW = 16     # offsetof(struct seccomp_data, args[0]), low 32 bits (little-endian)
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# system call numbers per architecture (asm/unistd_64.h; asm-generic for aarch64)
+_NUMBERS: dict[str, dict[str, int]] = {
+    "x86_64": {"add_key": 248, "request_key": 249, "keyctl": 250, "memfd_create": 319,
+               "memfd_secret": 447, "clone": 56, "unshare": 272, "clone3": 435},
+    "aarch64": {"add_key": 217, "request_key": 218, "keyctl": 219, "memfd_create": 279,
+                "memfd_secret": 447, "clone": 220, "unshare": 97, "clone3": 435},
+}
+DENIED = ("add_key", "request_key", "keyctl", "memfd_create", "memfd_secret")
+FLAG_CHECKED = ("clone", "unshare")
+"""Refused only with CLONE_NEWUSER in their flags (a nested user namespace: its own tmpfs
+of any size).  bwrap >= 0.8 refuses those too (--disable-userns); older ones (RHEL 8/9
+ship 0.4) do not, so the filter does it on every version.  ``clone3`` passes its flags in
+memory a filter cannot read: it gets ENOSYS, and glibc falls back to ``clone``."""
+
+
+def supported(machine: str | None = None) -> bool:
+    return (machine or os.uname().machine) in _AUDIT_ARCH
+
+
+def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k & 0xFFFFFFFF)
+
+
+def filter_program(machine: str | None = None) -> bytes:
+    """The compiled filter (an array of sock_filter) for this machine's architecture."""
+    machine = machine or os.uname().machine
+    if machine not in _AUDIT_ARCH:
+        raise ValueError(f"no seccomp table for {machine}")
+    nr = _NUMBERS[machine]
+    deny = _RET_ERRNO | errno.EPERM
+    nosys = _RET_ERRNO | errno.ENOSYS
+    # (code, true-target, false-target, k): targets are labels or None (= next instruction)
+    prog: list[tuple[int, str | None, str | None, int]] = [
+        (_LD_W_ABS, None, None, 4),                          # A = seccomp_data.arch
+        (_JEQ_K, "native", "nosys", _AUDIT_ARCH[machine]),   # a foreign ABI: ENOSYS
+        ("native", 0, 0, 0),  # type: ignore[list-item]
+        (_LD_W_ABS, None, None, 0),                          # A = seccomp_data.nr
+    ]
+    if machine == "x86_64":
+        prog.append((_JGE_K, "nosys", None, _X32_BIT))       # the x32 ABI: ENOSYS
+    prog.append((_JEQ_K, "nosys", None, nr["clone3"]))
+    for name in FLAG_CHECKED:
+        prog.append((_JEQ_K, "flags", None, nr[name]))
+    for name in DENIED:
+        prog.append((_JEQ_K, "deny", None, nr[name]))
+    prog += [
+        (_RET_K, None, None, _RET_ALLOW),
+        ("flags", 0, 0, 0),  # type: ignore[list-item]
+        (_LD_W_ABS, None, None, _ARG0_LOW),
+        (_JSET_K, "deny", None, _CLONE_NEWUSER),
+        (_RET_K, None, None, _RET_ALLOW),
+        ("deny", 0, 0, 0),  # type: ignore[list-item]
+        (_RET_K, None, None, deny),
+        ("nosys", 0, 0, 0),  # type: ignore[list-item]
+        (_RET_K, None, None, nosys),
+    ]
+    return _assemble(prog)
+
+
+def _assemble(prog: list[tuple]) -> bytes:
+    """Resolve labels (a string in the code slot marks one) into relative jump offsets."""
+    labels: dict[str, int] = {}
+    body: list[tuple] = []
+    for item in prog:
+        if isinstance(item[0], str):
+            labels[item[0]] = len(body)
+        else:
+            body.append(item)
+    out: list[bytes] = []
+    for i, (code, jt, jf, k) in enumerate(body):
+        def rel(target: str | None, i: int = i) -> int:
+            if target is None:
+                return 0
+            off = labels[target] - i - 1
+            if not 0 <= off <= 255:
+                raise ValueError(f"seccomp jump to {target} out of range ({off})")
+            return off
+        out.append(_insn(code, rel(jt), rel(jf), k))
+    return b"".join(out)
