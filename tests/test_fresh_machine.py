@@ -86,4 +86,4 @@ def test_the_mask_really_hides_bubblewrap() -> None:
     done = subprocess.run(_without_bwrap([sys.executable, "-c", code]), capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == [None, "bubblewrap (bwrap) is not installed"]
+    assert json.loads(done.stdout)[:2] == [None, "bubblewrap (bwrap) is not installed"]
