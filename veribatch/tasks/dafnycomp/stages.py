@@ -171,6 +171,7 @@ def check_candidates(inst: Instance, config: RunConfig, strip_rec: Record | None
     if config.model is not None and not gen:
         return [{**head, "arm": ARM_MODEL, "sample_index": -1, "check_status": "generation_missing"}]
     program = inst.payload["program"]
+    names = [d.name for d in declarations(program)]
     out: list[Record] = []
     for cand in _candidates(config, strip_rec, program, gen):
         rec: Record = {**head, "arm": cand["arm"], "sample_index": cand["sample_index"],
@@ -182,7 +183,7 @@ def check_candidates(inst: Instance, config: RunConfig, strip_rec: Record | None
         if cand.get("reference"):
             code, extraction = cand["text"], "reference"
         else:
-            ex = extract_program(cand["text"], cand.get("finish_reason"))
+            ex = extract_program(cand["text"], cand.get("finish_reason"), names)
             code, extraction = (ex.code if ex.usable else None), ex.outcome
         rec["extraction"] = extraction
         if code is None:
