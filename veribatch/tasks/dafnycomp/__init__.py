@@ -56,6 +56,8 @@ class DafnyCompTask(Task):
             "image": "",                 # the dafny image (containers/dafny.def) for apptainer
             "cache_dir": "",             # verifier result cache (default: RUN/cache/dafny)
             "generate_batch": 16,
+            "allow_other_dafny": False,  # run with a Dafny other than 4.10.x (not paper-comparable)
+            "strength": True,            # Dafny-proved "spec as strong as the original" lemmas
         }
 
     def default_sampling(self, config_model: str | None) -> dict[str, Any]:
@@ -81,10 +83,11 @@ class DafnyCompTask(Task):
         from veribatch.tasks.dafnycomp.failure_modes import FAILURE_MODES_VERSION
         from veribatch.tasks.dafnycomp.integrity import INTEGRITY_VERSION
         from veribatch.tasks.dafnycomp.prompt import template_hash
+        from veribatch.tasks.dafnycomp.strength import STRENGTH_VERSION
         from veribatch.tasks.dafnycomp.strip import STRIP_VERSION
 
         out = {"strip": STRIP_VERSION, "integrity": INTEGRITY_VERSION,
-               "failure_modes": FAILURE_MODES_VERSION}
+               "failure_modes": FAILURE_MODES_VERSION, "strength": STRENGTH_VERSION}
         if config.model is not None:
             out.update(prompt=template_hash(), extract=EXTRACT_VERSION)
         return out
