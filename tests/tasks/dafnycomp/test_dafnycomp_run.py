@@ -197,3 +197,14 @@ def test_version_and_runtime_in_the_run_id(replayed_dafny: Path, monkeypatch: py
     assert with_dafny.run_id != without.run_id
     assert without.config.options["verify"] == "unavailable"
     assert os.environ["VERIBATCH_DAFNY"] == "/nonexistent/dafny"
+
+
+def test_other_dafny_is_refused_unless_allowed(replayed_dafny: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from veribatch.tasks.dafnycomp.checker import DafnyUnavailableError
+
+    monkeypatch.setenv("DAFNY_REPLAY_VERSION", "4.11.0")
+    with pytest.raises(DafnyUnavailableError, match="paper used Dafny 4.10"):
+        plan_run("dafnycomp")
+    plan = plan_run("dafnycomp", options=["allow_other_dafny=true"])
+    assert plan.config.verifier_version == "4.11.0" and "NOT comparable" in capsys.readouterr().err

@@ -300,8 +300,9 @@ def verify_candidate(inst: Instance, crec: Record, ctx: StageContext, verifier: 
     integrity, kinds = crec.get("integrity"), json.loads(crec.get("integrity_kinds") or "[]")
     contra = _contradictions(crec["candidate"], checked)
     if contra and integrity == "ok":
-        theirs = (original or _Original(inst, ctx, verifier)).contradictions()
-        vacuous = sorted(n for n, c in contra.items() if c > theirs.get(n, 0))
+        from veribatch.tasks.dafnycomp.strength import newly_vacuous
+
+        vacuous = newly_vacuous(contra, (original or _Original(inst, ctx, verifier)).contradictions())
         if vacuous:
             integrity, kinds = "cheat", sorted({*kinds, "vacuous_dafny"})
             rec["vacuous_declarations"] = json.dumps(vacuous)

@@ -167,13 +167,6 @@ def strength_file(original: str, candidate: str, include: str = "program.dfy") -
     return StrengthFile("".join(chunks), tuple(lemmas), tuple(skipped))
 
 
-def strength_command(executable: str, strength_path: Path, options: tuple[str, ...] = ()) -> list[str]:
-    """`dafny verify` on the strength file only (the included candidate is not re-verified)."""
-    from veribatch.verifiers.dafny import BASE_OPTIONS
-
-    return [executable, "verify", *BASE_OPTIONS, *options, str(strength_path)]
-
-
 def declarations_hit(program: str, file_name: str, items: list[dict[str, Any]]) -> Counter[str]:
     """How many of Dafny's diagnostics (`items`: errors or warnings from
     `verifiers.dafny.interpret`, each with file and line) point into each declaration of
@@ -190,6 +183,12 @@ def declarations_hit(program: str, file_name: str, items: list[dict[str, Any]]) 
             if a <= int(e["line"]) <= b:
                 out[d.name] += 1
     return out
+
+
+def newly_vacuous(candidate: Counter[str], original: Counter[str]) -> list[str]:
+    """Declarations with more "proved using contradictory assumptions" warnings in the answer
+    than in the original (whose own `assume false` warns too: judged against itself)."""
+    return sorted(n for n, c in candidate.items() if c > original.get(n, 0))
 
 
 def failed_lemmas(program: str, file_name: str, errors: list[dict[str, Any]]) -> set[str]:
