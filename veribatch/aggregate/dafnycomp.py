@@ -101,6 +101,12 @@ def answers_table(check: pd.DataFrame, expected: int) -> Table:
                 kinds[k] = kinds.get(k, 0) + 1
         for k, n in sorted(kinds.items()):
             row[f"cheat:{k}"] = n
+        notes: dict[str, int] = {}
+        for raw in column(g, "integrity_notes").dropna():
+            for k in json.loads(raw):
+                notes[k] = notes.get(k, 0) + 1
+        for k, n in sorted(notes.items()):
+            row[f"allowed:{k}"] = n
         rows.append(row)
     frame = pd.DataFrame(rows or [{"model": None, "arm": None, "covered": 0, "missing": expected}])
     counts = [c for c in frame.columns if c not in ("model", "arm", "missing")]
@@ -108,11 +114,14 @@ def answers_table(check: pd.DataFrame, expected: int) -> Table:
         key="dafnycomp_answers", title="DafnyComp: answers, extraction and integrity",
         frame=frame.fillna(0) if rows else frame,
         caption=("extraction=: how the program was taken from the answer (ok, multiple_blocks → the "
-                 "last, bare → the whole answer, truncated/no_block/empty → no program; reference: "
-                 "the reference arms' own programs). integrity=: ok, cheat (any cheat kind; counted "
-                 "as neither syntax-correct nor verified) or unchecked (unreadable). cheat:K — "
-                 "candidates with cheat kind K (docs/dafnycomp.md). Arm 'stripped' is a cheat "
-                 "(trivial_spec) by construction: it has no specifications."),
+                 "block declaring most of the program's declarations, bare → the whole answer "
+                 "(<think> dropped), truncated/no_block/empty → no program; reference: the "
+                 "reference arms' own programs). integrity= (strict protocol): ok, cheat (any "
+                 "cheat kind: not counted by the strict columns; the paper protocol scores "
+                 "Dafny's verdict alone) or unchecked (unreadable). cheat:K — candidates with "
+                 "cheat kind K; allowed:K — allowed edits (App. H-style proof annotations, "
+                 "helpers with bodies, module wrapper...) (docs/dafnycomp.md). Arm 'stripped' is "
+                 "a cheat (trivial_spec) by construction: it has no specifications."),
         index=("model", "arm"), metrics={c: Metric("count") for c in counts})
 
 

@@ -4,8 +4,10 @@ sorted into the paper's failure modes.  See docs/dafnycomp.md.
 
 Modules, in data-flow order: `data`/`upstream` (instances) → `syntax` (declarations,
 contracts, bodies) → `strip` (§3.3) → `prompt` → `answer` (the program in a completion)
-→ `integrity` (implementation kept, no cheats) → `checker` (dafny resolve + verify,
-cached) → `failure_modes` (Table 2) → `stages` (records).  Tables are built by
+→ `integrity` (the strict protocol; `contracts`: vacuous / trivial contracts by z3) →
+`checker` (dafny resolve + verify, cached; the paper protocol is its verdict alone) →
+`strength` (Dafny-proved "as strong as the original" lemmas) → `failure_modes` (Table 2) →
+`stages` (records).  Tables are built by
 `aggregate/dafnycomp.py` from the records alone.
 """
 
