@@ -168,3 +168,14 @@ def test_axiom_on_a_function_that_keeps_its_body_is_not_a_cheat(programs: list[s
         if seen == 8:
             break
     assert seen == 8
+
+
+def test_vacuity_reads_every_parameter_of_a_signature() -> None:
+    src = ("method M(a: array<int>, n: int, m: map<int, int>) returns (r: int, b: bool)\n"
+           "  requires n > 0\n{ r := 0; b := true; }\n")
+    bad = src.replace("requires n > 0", "requires n > 10\n  requires n < 5")
+    assert check(src, bad).kinds == ("vacuous",)
+    nat = src.replace("requires n > 0", "requires n > 0\n  requires m == m")
+    assert check(src, nat).ok
+    assert check(src.replace("n: int", "n: nat"), src.replace("n: int", "n: nat").replace("n > 0", "n < 0")).kinds \
+        == ("vacuous",)  # a nat below zero

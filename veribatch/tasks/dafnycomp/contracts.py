@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from veribatch.tasks.dafnycomp.syntax import Clause, Declaration, Token, tokenize
 
 CONTRACTS_VERSION = "dafnycomp-contracts-v1"
-_PARAM = re.compile(r"(?:ghost\s+|nameonly\s+)*([A-Za-z_][\w']*)\s*:\s*([A-Za-z_][\w<>,. ]*)")
 
 
 class _Opaque(Exception):
@@ -40,15 +39,34 @@ def is_decreases_star(clause: Clause) -> bool:
     return clause.keyword == "decreases" and [t.text for t in expression_tokens(clause)] == ["*"]
 
 
+def split_parameters(text: str) -> list[str]:
+    """Top-level comma split of a parameter list (``x: int, a: map<int, int>``);
+    ``ghost``/``nameonly``/``older`` and default values dropped."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += 1 if ch in "(<[" else -1 if ch in ")>]" else 0
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    cleaned = []
+    for p in out:
+        p = re.sub(r"\b(ghost|nameonly|older)\s+", "", p.split(":=")[0]).strip()
+        if p:
+            cleaned.append(p)
+    return cleaned
+
+
 def parameters(decl: Declaration) -> dict[str, str]:
     """Name → type of the declaration's parameters and named results (from its signature)."""
-    sig = decl.signature
-    start = sig.find("(")
     out: dict[str, str] = {}
-    if start < 0:
-        return out
-    for m in _PARAM.finditer(sig[start:]):
-        out[m.group(1)] = m.group(2).strip().split()[0].rstrip(",)")
+    for group in re.findall(r"\(([^()]*)\)", decl.signature):
+        for p in split_parameters(group):
+            name, sep, ty = p.partition(":")
+            if sep and name.strip():
+                out[name.split()[-1]] = ty.strip()
     return out
 
 

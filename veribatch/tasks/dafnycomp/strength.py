@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from veribatch.tasks.dafnycomp.contracts import expression_tokens, split_parameters
 from veribatch.tasks.dafnycomp.syntax import Declaration, _matching, declarations, tokenize
 
 STRENGTH_VERSION = "dafnycomp-strength-v1"
@@ -80,38 +81,17 @@ def _header(program: str, d: Declaration) -> _Header | None:
     if j >= len(toks) or toks[j].text != "(":
         return None
     close = _matching(toks, j, sig)
-    params = _split(sig[toks[j].end:toks[close].start])
+    params = split_parameters(sig[toks[j].end:toks[close].start])
     results: list[str] = []
     rest = toks[close + 1:]
     if len(rest) > 1 and rest[0].text in ("returns", ":") and rest[1].text == "(":
         k = close + 2
-        results = _split(sig[toks[k].end:toks[_matching(toks, k, sig)].start])
+        results = split_parameters(sig[toks[k].end:toks[_matching(toks, k, sig)].start])
     args = [p.split(":")[0].split()[-1] for p in params]
     return _Header(generics, params, args, results)
 
 
-def _split(text: str) -> list[str]:
-    """Top-level comma split of a parameter list; `ghost`/`nameonly` and defaults dropped."""
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        depth += ch in "(<[" and 1 or ch in ")>]" and -1 or 0
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur)
-    cleaned = []
-    for p in out:
-        p = re.sub(r"\b(ghost|nameonly|older)\s+", "", p.split(":=")[0]).strip()
-        if p:
-            cleaned.append(p)
-    return cleaned
-
-
 def _conj(d: Declaration, keyword: str) -> str | None:
-    from veribatch.tasks.dafnycomp.contracts import expression_tokens
-
     parts = []
     for c in d.clauses:
         if c.keyword != keyword:
