@@ -179,3 +179,18 @@ def test_vacuity_reads_every_parameter_of_a_signature() -> None:
     assert check(src, nat).ok
     assert check(src.replace("n: int", "n: nat"), src.replace("n: int", "n: nat").replace("n > 0", "n < 0")).kinds \
         == ("vacuous",)  # a nat below zero
+
+
+def test_ghost_state_and_forall_proofs_are_proof_not_code(programs: list[str]) -> None:
+    o = programs[0]
+    main = _main(o)
+    assert main.body is not None
+    brace = main.body[0] + 1
+    proof = ("\n    ghost var steps := 0;\n    steps := steps + 1;"
+             "\n    forall k | 0 <= k < 3\n      ensures k * k >= 0\n    {\n      HelperH(k);\n    }")
+    answer = _add_assert_and_helper(o[:brace] + proof + o[brace:])
+    got = check(o, answer)
+    assert got.ok and "proof_annotations" in got.notes, got
+    # an aggregate forall (no ensures) over an array is code: refused when added
+    agg = o[:brace] + "\n    var arr := new int[3];\n    forall k | 0 <= k < 3 { arr[k] := 0; }" + o[brace:]
+    assert "body_changed" in _kinds(o, agg)

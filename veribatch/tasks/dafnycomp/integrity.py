@@ -162,6 +162,8 @@ def implementation(p: _Program, d: Declaration, lemmas: set[str]) -> tuple[str, 
     if d.body is None:
         return "", ""
     toks = _span(p, *d.body)
+    ghosts = {toks[k + 2].text for k in range(len(toks) - 2)
+              if toks[k].text == "ghost" and toks[k + 1].text == "var" and toks[k + 2].kind == "ident"}
     code: list[str] = []
     proof: list[str] = []
     i = 0
@@ -172,8 +174,12 @@ def implementation(p: _Program, d: Declaration, lemmas: set[str]) -> tuple[str, 
             j = _skip_loop_clause(toks, i, p.text)
         elif t.kind == "ident" and _statement_start(toks, i) and (
                 t.text in _PROOF_STATEMENTS or t.text == "calc"
-                or (t.text in lemmas and i + 1 < len(toks) and toks[i + 1].text == "(")):
+                or (t.text in lemmas and i + 1 < len(toks) and toks[i + 1].text == "(")
+                or (t.text in ghosts and i + 2 < len(toks) and toks[i + 1].text == ":"
+                    and toks[i + 2].text == "=")):
             j = _skip_statement(toks, i, p.text)
+        elif t.kind == "ident" and t.text == "forall" and _statement_start(toks, i):
+            j = _skip_proof_forall(toks, i, p.text)
         if j > i:
             proof += [x.text for x in toks[i:j]]
             i = j
@@ -205,6 +211,33 @@ def _skip_loop_clause(toks: list[Token], i: int, text: str) -> int:
             bars += 1
         j += 1
     return j
+
+
+def _skip_proof_forall(toks: list[Token], i: int, text: str) -> int:
+    """Index after a `forall` *proof* statement (one with an `ensures` before its block),
+    else `i` (an aggregate assignment `forall i | P { a[i] := 0; }` is code)."""
+    j = i + 1
+    while j < len(toks):
+        t = toks[j]
+        if t.kind == "punct" and t.text in "([":
+            j = _matching(toks, j, text) + 1
+            continue
+        if t.kind == "punct" and t.text == "{":
+            return i
+        if t.kind == "ident" and t.text == "ensures":
+            break
+        if t.kind == "punct" and t.text in ";}":
+            return i
+        j += 1
+    while j < len(toks):
+        if toks[j].kind == "punct" and toks[j].text == "{" and (
+                _first_on_line(text, toks[j]) or _ends_operand(toks, j - 1, 0)):
+            return _matching(toks, j, text) + 1
+        if toks[j].kind == "punct" and toks[j].text in "([{":
+            j = _matching(toks, j, text) + 1
+            continue
+        j += 1
+    return i
 
 
 def _skip_statement(toks: list[Token], i: int, text: str) -> int:
