@@ -51,3 +51,23 @@ def test_label_conflict_none_and_empty_are_named() -> None:
     assert extract_label("I cannot tell.", LABELS).outcome == "none"
     assert extract_label("", LABELS).outcome == "empty"
     assert extract_label("The state is genuinely odd", LABELS).outcome == "none"
+
+
+def test_text_after_a_closing_fence_is_not_truncation() -> None:
+    text = "```dafny\nmethod M() {}\n```\nThis program verifies because the loop inv"
+    ex = extract_code(text, finish_reason="length")
+    assert ex.outcome == "ok" and ex.usable and ex.code == "method M() {}\n"
+
+
+def test_reasoning_sections_are_dropped_when_asked() -> None:
+    text = "<think>draft:\n```dafny\nmethod Draft() {}\n```\n</think>\nmethod Final() {}\n"
+    assert extract_code(text, bare_ok=True).code == "method Draft() {}\n"  # default: unchanged
+    ex = extract_code(text, bare_ok=True, reasoning=True)
+    assert ex.outcome == "bare" and ex.code.strip() == "method Final() {}"
+    assert extract_code("<think>still thinking ```dafny\nmethod", bare_ok=True, reasoning=True).outcome == "truncated"
+
+
+def test_a_pick_function_chooses_among_the_candidates() -> None:
+    text = "```cpp\nint big() { return 1; }\n```\n```cpp\nint x;\n```"
+    ex = extract_code(text, languages=("cpp",), pick=lambda blocks: 0)
+    assert ex.outcome == "multiple_blocks" and ex.code.startswith("int big()")

@@ -6,13 +6,15 @@
   outcomes (`tasks.extract`) and the integrity check (ok / cheat by kind / unchecked).
 - ``table1_dafnycomp`` (Table 1): syntax-correct and verified rates at Pass@1/2/4/8 per
   model — the unbiased estimator of Chen et al. (`aggregate.stats.pass_at_k`) averaged over
-  instances, from n ≥ k samples each (columns for k > n are left out).  Both need the
-  integrity check; ``dafny_verified_at_1`` is Dafny's verdict alone, so the reference arm
-  ``stripped`` shows what verifies without any specification.
+  all programs (c = 0 for a program without candidates), from n ≥ k samples each (columns
+  for k > n are left out).  The paper's protocol first (``syntax``: parses; ``verified``:
+  Dafny's verdict alone), then ours: ``strict_syntax`` (resolve + integrity),
+  ``strict_verified`` and ``strong`` (contracts as strong as the original's).
 - ``table1_by_functions``: the same per number of chained functions (2–5).
 - ``table2_failure_modes`` (Table 2): the candidates that did not verify, by failure mode
   (`tasks.dafnycomp.failure_modes`, primary = first error), with counts and % of the failed
-  candidates, plus how many errors of each mode they contained.
+  candidates, plus how many errors of each mode they contained: a ``paper`` view (the
+  four modes, summing to 100 %) and a ``strict`` one (with our integrity rows).
 
 Table 1 and 2 need the verify stage (Dafny); without it only the first two are built.
 Every row carries ``covered`` and ``missing`` (instances of the run without a record).
@@ -99,6 +101,12 @@ def answers_table(check: pd.DataFrame, expected: int) -> Table:
                 kinds[k] = kinds.get(k, 0) + 1
         for k, n in sorted(kinds.items()):
             row[f"cheat:{k}"] = n
+        notes: dict[str, int] = {}
+        for raw in column(g, "integrity_notes").dropna():
+            for k in json.loads(raw):
+                notes[k] = notes.get(k, 0) + 1
+        for k, n in sorted(notes.items()):
+            row[f"allowed:{k}"] = n
         rows.append(row)
     frame = pd.DataFrame(rows or [{"model": None, "arm": None, "covered": 0, "missing": expected}])
     counts = [c for c in frame.columns if c not in ("model", "arm", "missing")]
@@ -106,60 +114,82 @@ def answers_table(check: pd.DataFrame, expected: int) -> Table:
         key="dafnycomp_answers", title="DafnyComp: answers, extraction and integrity",
         frame=frame.fillna(0) if rows else frame,
         caption=("extraction=: how the program was taken from the answer (ok, multiple_blocks → the "
-                 "last, bare → the whole answer, truncated/no_block/empty → no program; reference: "
-                 "the reference arms' own programs). integrity=: ok, cheat (any cheat kind; counted "
-                 "as neither syntax-correct nor verified) or unchecked (unreadable). cheat:K — "
-                 "candidates with cheat kind K (docs/dafnycomp.md). Arm 'stripped' is a cheat "
-                 "(trivial_spec) by construction: it has no specifications."),
+                 "block declaring most of the program's declarations, bare → the whole answer "
+                 "(<think> dropped), truncated/no_block/empty → no program; reference: the "
+                 "reference arms' own programs). integrity= (strict protocol): ok, cheat (any "
+                 "cheat kind: not counted by the strict columns; the paper protocol scores "
+                 "Dafny's verdict alone) or unchecked (unreadable). cheat:K — candidates with "
+                 "cheat kind K; allowed:K — allowed edits (App. H-style proof annotations, "
+                 "helpers with bodies, module wrapper...) (docs/dafnycomp.md). Arm 'stripped' is "
+                 "a cheat (trivial_spec) by construction: it has no specifications."),
         index=("model", "arm"), metrics={c: Metric("count") for c in counts})
 
 
 # ---------------------------------------------------------------- Table 1
 
 
+# Table 1's columns: (column prefix, per-candidate flag).  Paper protocol first (§4.1: Dafny's
+# verdict on the output as is; syntax-correct = parses), then ours.
+PASS_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("syntax", "parse_ok"),                 # paper: the program parses
+    ("verified", "dafny_verified"),         # paper: Dafny verifies it
+    ("strict_syntax", "syntax_correct"),    # extra: `dafny resolve` (parse + types) + strict integrity
+    ("strict_verified", "verified"),        # strict protocol: nothing that makes Dafny accept a wrong program
+    ("strong", "spec_as_strong"),           # strict, and every contract as strong as the original's
+)
+
+
 def _candidates(verify: pd.DataFrame) -> pd.DataFrame:
     if verify.empty:
         return verify
     v = verify[column(verify, "sample_index", -1).fillna(-1).astype(int) >= 0].copy()
-    for c in ("verified", "syntax_correct", "dafny_verified"):
+    for _, c in PASS_COLUMNS:
         v[c] = column(v, c, False).fillna(False).astype(bool)
     return v
 
 
-def pass_rows(v: pd.DataFrame, group: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Per group: pass@k of syntax-correct and verified (in %), and the per-instance values."""
+def pass_rows(v: pd.DataFrame, group: list[str], expected: dict[Any, int] | int
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per group: pass@k (in %) of each `PASS_COLUMNS` flag, averaged over *all* the group's
+    programs (`expected`: a count, or per value of the group's last key): a program with no
+    candidate (its strip failed, no program in any answer...) counts with c = 0, as the
+    paper's denominator is every program; and the per-instance values."""
     rows, samples = [], []
     for key, g in v.groupby(group, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
-        per = g.groupby("instance_id").agg(n=("verified", "size"), c_ver=("verified", "sum"),
-                                           c_syn=("syntax_correct", "sum"), c_dafny=("dafny_verified", "sum"))
+        agg = {f"c_{flag}": (flag, "sum") for _, flag in PASS_COLUMNS}
+        per = g.groupby("instance_id").agg(n=("verified", "size"), **agg)
         n_min = int(per["n"].min())
+        want = expected if isinstance(expected, int) else expected.get(
+            None if pd.isna(key[-1]) else int(key[-1]), 0)
+        denominator = max(want, len(per))
         row: dict[str, Any] = dict(zip(group, key, strict=True))
-        row.update(covered=len(per), n=n_min)
+        row.update(covered=len(per), n=n_min, programs=denominator)
         inst_vals: dict[str, dict[str, float]] = {iid: {} for iid in per.index}
         for k in KS:
             if k > n_min:
                 continue
-            for name, col in (("syntax", "c_syn"), ("verified", "c_ver")):
-                vals = {iid: 100.0 * pass_at_k(int(r.n), int(getattr(r, col)), k) for iid, r in per.iterrows()}
-                row[f"{name}_at_{k}"] = round(sum(vals.values()) / len(vals), 2)
+            for name, flag in PASS_COLUMNS:
+                vals = {iid: 100.0 * pass_at_k(int(r.n), int(getattr(r, f"c_{flag}")), k) for iid, r in per.iterrows()}
+                row[f"{name}_at_{k}"] = round(sum(vals.values()) / denominator, 2)
                 for iid, val in vals.items():
                     inst_vals[iid][f"{name}_at_{k}"] = val
-        dafny1 = {iid: 100.0 * pass_at_k(int(r.n), int(r.c_dafny), 1) for iid, r in per.iterrows()}
-        row["dafny_verified_at_1"] = round(sum(dafny1.values()) / len(dafny1), 2)
         row["cheats"] = int((column(g, "outcome") == "cheat").sum())
         row["no_program"] = int((column(g, "outcome") == "no_program").sum())
+        versions = sorted({str(x) for x in column(g, "dafny_version").dropna()})
+        row["dafny_version"] = ",".join(versions)
+        row["paper_comparable_dafny"] = bool(versions) and all(x.startswith("4.10.") for x in versions)
         rows.append(row)
         for iid, vals in inst_vals.items():
-            samples.append({**dict(zip(group, key, strict=True)), "instance_id": iid, **vals,
-                            "dafny_verified_at_1": dafny1[iid]})
+            samples.append({**dict(zip(group, key, strict=True)), "instance_id": iid, **vals})
     return rows, samples
 
 
 def _pass_metrics(frame: pd.DataFrame, reference_only: bool) -> dict[str, Metric]:
     m: dict[str, Metric] = {}
+    prefixes = tuple(f"{name}_at_" for name, _ in PASS_COLUMNS)
     for c in frame.columns:
-        if c.startswith(("syntax_at_", "verified_at_", "dafny_verified_at_")):
+        if c.startswith(prefixes):
             m[c] = Metric("mean", sampled=not reference_only, unit="%")
         elif c in ("cheats", "no_program"):
             m[c] = Metric("count", higher_is_better=False)
@@ -174,22 +204,29 @@ def table1(verify: pd.DataFrame, by_chain: dict[int | None, int]) -> list[Table]
     if v.empty:
         return []
     reference_only = bool((column(v, "model") == REFERENCE_MODEL).all())
-    caption = ("Pass@k (%): the unbiased estimator 1 - C(n-c, k)/C(n, k) per instance, averaged "
-               "over instances (Chen et al.), from the n samples each instance has (k > n not "
-               "shown). syntax: `dafny resolve` succeeds; verified: `dafny verify` with no errors, "
-               "no time-outs, no out-of-resource; both only with the integrity check passed. "
-               "dafny_verified_at_1: Dafny's verdict alone (integrity ignored). Model 'reference': "
-               "arm 'original' is the benchmark's program with its specs (must verify), arm "
-               "'stripped' the program without specs (what verifies without them).")
-    rows, samples = pass_rows(v, ["model", "arm"])
+    caption = ("Pass@k (%): the unbiased estimator 1 - C(n-c, k)/C(n, k) per program, averaged "
+               "over ALL the run's programs (one without a candidate, e.g. its strip failed, "
+               "counts 0; `programs`), from the n samples each has (k > n not shown). PAPER "
+               "PROTOCOL (App. G, §4.1; Dafny's verdict on the output as is): syntax = the "
+               "program parses; verified = `dafny verify` with no errors, time-outs or "
+               "out-of-resource. OURS: strict_verified = verified and nothing that makes Dafny "
+               "accept a wrong program (integrity: no assume/axiom/verify-false/extern, "
+               "decreases *, vacuous or trivially-true contracts, changed implementation, "
+               "contradictory assumptions Dafny warns about; App. H-style proof edits allowed); "
+               "strict_syntax = `dafny resolve` (parse + types) and that integrity; strong = "
+               "strict_verified and every contract proved by Dafny at least as strong as the "
+               "original's (generated lemmas). Model 'reference': arm 'original' is the "
+               "benchmark's program (must verify), arm 'stripped' the program without specs (what "
+               "verifies without them). paper_comparable_dafny: every verdict from Dafny 4.10.x.")
+    rows, samples = pass_rows(v, ["model", "arm"], expected)
     for r in rows:
         r["missing"] = expected - r["covered"]
     frame = pd.DataFrame(rows)
-    t1 = Table(key="table1_dafnycomp", title="Table 1: syntax-correct and verified rates (Pass@k, %)",
-               frame=frame, caption=caption, index=("model", "arm"),
+    t1 = Table(key="table1_dafnycomp", title="Table 1: syntax-correct and verified rates (Pass@k, %), "
+               "paper protocol and strict", frame=frame, caption=caption, index=("model", "arm"),
                metrics=_pass_metrics(frame, reference_only), samples=pd.DataFrame(samples))
     v = v.assign(chain_length=pd.to_numeric(column(v, "chain_length"), errors="coerce"))
-    rows, samples = pass_rows(v, ["model", "arm", "chain_length"])
+    rows, samples = pass_rows(v, ["model", "arm", "chain_length"], by_chain)
     for r in rows:
         k = None if pd.isna(r["chain_length"]) else int(r["chain_length"])
         r["missing"] = by_chain.get(k, 0) - r["covered"]
@@ -211,15 +248,20 @@ def pass_curve(t1: Table) -> Table:
             if f"verified_at_{k}" in r and pd.notna(r[f"verified_at_{k}"]):
                 rows.append({"model": r["model"], "arm": r["arm"], "who": f"{r['model']} ({r['arm']})",
                              "k": k, "syntax": r[f"syntax_at_{k}"], "verified": r[f"verified_at_{k}"],
+                             "strict_verified": r[f"strict_verified_at_{k}"],
                              "covered": r["covered"], "missing": r["missing"]})
     return Table(key="pass_at_k_dafnycomp", title="Pass@k curves (Table 1 by k)",
                  frame=pd.DataFrame(rows), index=("model", "arm", "k"),
-                 plots=(Plot("line", x="k", y=("syntax", "verified"), series="who",
+                 plots=(Plot("line", x="k", y=("syntax", "verified", "strict_verified"), series="who",
                              x_label="k (samples per program)", y_label="pass@k (%)"),),
-                 caption="Table 1's syntax-correct and verified Pass@k, one row per k (for the plot).")
+                 caption="Table 1's Pass@k (paper protocol: syntax, verified; ours: strict_verified), "
+                         "one row per k (for the plot).")
 
 
 # ---------------------------------------------------------------- Table 2
+
+
+PAPER_MODES = TABLE2_ORDER[:4]
 
 
 def _category(r: pd.Series) -> str:
@@ -230,42 +272,55 @@ def _category(r: pd.Series) -> str:
     return str(r.get("dafny_failure_mode") or "other")
 
 
+def _paper_category(r: pd.Series) -> str:
+    """The paper's four modes only: Dafny's verdict alone; anything else (no program, our
+    integrity rows) folds into Other."""
+    mode = r.get("dafny_failure_mode")
+    return str(mode) if mode in PAPER_MODES else "other"
+
+
 def table2(verify: pd.DataFrame, expected: int) -> list[Table]:
     v = _candidates(verify)
     if v.empty:
         return []
-    failed = v[~v["verified"]] if "arm" in v else v
-    if len(failed):
-        failed = failed.assign(category=failed.apply(_category, axis=1))
     rows = []
-    for (model, arm), g in (v.groupby(["model", "arm"], dropna=False)):
-        f = failed[(failed["model"] == model) & (failed["arm"] == arm)] if len(failed) else failed
-        errors: dict[str, int] = {}
-        for raw in column(f, "dafny_failure_modes").dropna():
-            for mode in json.loads(raw):
-                errors[mode] = errors.get(mode, 0) + 1
-        counts = f["category"].value_counts() if len(f) else pd.Series(dtype=int)
-        for cat in TABLE2_ORDER:
-            n = int(counts.get(cat, 0))
-            rows.append({"model": model, "arm": arm, "failure_mode": cat, "candidates": n,
-                         "failed": len(f), "pct_of_failed": round(100.0 * n / len(f), 1) if len(f) else None,
-                         "errors": errors.get(cat, 0) if cat in TABLE2_ORDER[:4] else None,
-                         "covered": g["instance_id"].nunique(),
-                         "missing": expected - g["instance_id"].nunique()})
+    views = (("paper", ~v["dafny_verified"], _paper_category, PAPER_MODES),
+             ("strict", ~v["verified"], _category, TABLE2_ORDER))
+    for protocol, not_ok, categorize, order in views:
+        failed = v[not_ok]
+        if len(failed):
+            failed = failed.assign(category=failed.apply(categorize, axis=1))
+        for (model, arm), g in (v.groupby(["model", "arm"], dropna=False)):
+            f = failed[(failed["model"] == model) & (failed["arm"] == arm)] if len(failed) else failed
+            errors: dict[str, int] = {}
+            for raw in column(f, "dafny_failure_modes").dropna():
+                for mode in json.loads(raw):
+                    errors[mode] = errors.get(mode, 0) + 1
+            counts = f["category"].value_counts() if len(f) else pd.Series(dtype=int)
+            for cat in order:
+                n = int(counts.get(cat, 0))
+                rows.append({"model": model, "arm": arm, "protocol": protocol, "failure_mode": cat,
+                             "candidates": n, "failed": len(f),
+                             "pct_of_failed": round(100.0 * n / len(f), 1) if len(f) else None,
+                             "errors": errors.get(cat, 0) if cat in PAPER_MODES else None,
+                             "covered": g["instance_id"].nunique(),
+                             "missing": expected - g["instance_id"].nunique()})
     frame = pd.DataFrame(rows)
     return [Table(
         key="table2_failure_modes", title="Table 2: failure modes of the candidates that did not verify",
         frame=frame,
-        caption=("failure_mode of a candidate: that of the first error Dafny printed "
+        caption=("protocol=paper: the paper's four modes over the candidates Dafny did not verify; "
+                 "they sum to 100 % (no program and anything else fold into Other). "
+                 "protocol=strict: over the candidates the strict protocol does not count as "
+                 "verified, with our extra rows cheat/unchecked (integrity) and no_program. "
+                 "failure_mode of a candidate: that of the first error Dafny printed "
                  "(specification fragility: postcondition, call precondition, frames; "
                  "implementation–proof misalignment: invariant on entry, assertion, index/"
                  "well-formedness; reasoning instability: invariant maintained, termination, "
                  "decreases; other: parse, resolution, time-out, out-of-resource, unclassified). "
-                 "cheat/unchecked: model answers failing the integrity check; no_program: no "
-                 "program could be taken from the answer. Reference arms are classified by "
-                 "Dafny's messages alone. errors: errors of that mode in those candidates. "
-                 "Mapping: docs/dafnycomp.md."),
-        index=("model", "arm", "failure_mode"),
+                 "Reference arms are classified by Dafny's messages alone. errors: errors of that "
+                 "mode in those candidates. Mapping: docs/dafnycomp.md."),
+        index=("model", "arm", "protocol", "failure_mode"),
         metrics={"candidates": Metric("count", higher_is_better=False),
                  "pct_of_failed": Metric("rate", n_column="failed", higher_is_better=False),
                  "errors": Metric("count", higher_is_better=False)})]

@@ -16,12 +16,19 @@ Outcomes of `extract_code`:
 - ``no_block``: no fence at all; with ``bare_ok`` the whole text is taken as code
   (outcome ``bare``), otherwise nothing is extracted;
 - ``empty``: the answer (or the only block) is blank.
+
+Reasoning models wrap a draft in ``<think>...</think>`` and then answer; with
+``reasoning=True`` (`drop_reasoning`) the closed reasoning sections are removed first (so a draft in a fence
+never wins over a bare final answer), and an answer that is *only* an unclosed ``<think>``
+is ``truncated``.  A closed block is complete whatever follows it: text after the closing
+fence (prose, or an answer cut off by ``finish_reason="length"`` in that prose) does not
+make the block truncated; only a block that is the very end of a length-cut answer is.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -38,6 +45,7 @@ class CodeBlock:
     text: str            # the lines between the fences
     closed: bool         # False: the answer ended inside this block
     start_line: int      # 1-based line of the opening fence in the answer
+    trailing: bool = False  # non-blank text follows the closing fence
 
 
 @dataclass(frozen=True)
@@ -76,19 +84,49 @@ def code_blocks(text: str) -> list[CodeBlock]:
                 break
             body.append(lines[j])
             j += 1
-        blocks.append(CodeBlock(info, "\n".join(body) + ("\n" if body else ""), closed, i + 1))
+        trailing = closed and any(ln.strip() for ln in lines[j + 1:])
+        blocks.append(CodeBlock(info, "\n".join(body) + ("\n" if body else ""), closed, i + 1, trailing))
         i = j + 1
     return blocks
 
 
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+
+
+def drop_reasoning(text: str) -> tuple[str, bool]:
+    """`text` without its closed ``<think>...</think>`` sections, and whether an unclosed
+    ``<think>`` remains (then everything from it on is reasoning, not an answer).  A lone
+    ``</think>`` (templates that put the opening tag in the prompt) ends the reasoning too."""
+    out = _THINK.sub("", text)
+    m = _THINK_OPEN.search(out)
+    if m:
+        return out[:m.start()], True
+    low = out.lower()
+    if "</think>" in low:
+        out = out[low.rfind("</think>") + len("</think>"):]
+    return out, False
+
+
+Pick = Literal["last", "first", "longest"] | Callable[[Sequence[CodeBlock]], int]
+
+
 def extract_code(text: str | None, *, languages: Sequence[str] = (),
-                 pick: Literal["last", "first", "longest"] = "last",
-                 finish_reason: str | None = None, bare_ok: bool = False) -> Extraction:
+                 pick: Pick = "last",
+                 finish_reason: str | None = None, bare_ok: bool = False,
+                 reasoning: bool = False) -> Extraction:
     """The program in a model's answer.  `languages` (lower-case info strings, e.g.
-    ``("dafny",)``) filters the blocks when any block carries one of them; blocks with no
-    language count as candidates too.  `pick` decides between several candidates."""
+    ``("dafny", "dfy")``) filters the blocks when any block carries one of them; blocks with
+    no language count as candidates too.  `pick` decides between several candidates: a
+    rule name, or a function given the candidate blocks (in order) that returns the index of
+    the one to take (a task that knows what a whole answer looks like).  `reasoning`: drop
+    ``<think>`` sections first (`drop_reasoning`)."""
     if text is None or not text.strip():
         return Extraction("empty", None)
+    if reasoning:
+        text, unclosed = drop_reasoning(text)
+        if not text.strip():
+            return Extraction("truncated" if unclosed else "empty", None)
     blocks = tuple(code_blocks(text))
     wanted = {lang.lower() for lang in languages}
     candidates = [k for k, b in enumerate(blocks) if not wanted or b.language in wanted or not b.language]
@@ -99,14 +137,16 @@ def extract_code(text: str | None, *, languages: Sequence[str] = (),
             outcome: Outcome = "truncated" if finish_reason == "length" else "bare"
             return Extraction(outcome, text, blocks)
         return Extraction("no_block", None, blocks)
-    if pick == "first":
+    if callable(pick):
+        chosen = candidates[pick([blocks[k] for k in candidates])]
+    elif pick == "first":
         chosen = candidates[0]
     elif pick == "longest":
         chosen = max(candidates, key=lambda k: len(blocks[k].text))
     else:
         chosen = candidates[-1]
     block = blocks[chosen]
-    if not block.closed or (finish_reason == "length" and chosen == len(blocks) - 1):
+    if not block.closed or (finish_reason == "length" and chosen == len(blocks) - 1 and not block.trailing):
         return Extraction("truncated", block.text, blocks, chosen)
     if not block.text.strip():
         return Extraction("empty", None, blocks, chosen)

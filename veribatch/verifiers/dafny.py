@@ -118,6 +118,9 @@ OBLIGATIONS: tuple[tuple[str, str], ...] = (
 
 # Warnings that matter to an integrity check, by a phrase of their text (both wordings).
 WARNING_KINDS: tuple[tuple[str, str], ...] = (
+    # --warn-contradictory-assumptions: "ensures clause proved using contradictory
+    # assumptions", "proved using contradictory assumptions: assertion always holds"
+    ("contradictory assumptions", "contradictory"),
     ("assume statement", "assume"),          # 4.10: "assume statement has no {:axiom} annotation"
     ("assume keyword", "assume"),            # "assume keyword in assign-such-that statement ..."
     ("{:verify false}", "verify_false"),     # (its text also says "bodyless": checked first)

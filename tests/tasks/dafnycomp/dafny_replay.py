@@ -6,7 +6,7 @@ script answers each `dafny resolve|verify ... program.dfy` with the output Dafny
 printed for one of the recorded cases in ../shared/data/recorded/dafny, chosen by the
 sha256 of the program through a JSON map (``$DAFNY_REPLAY_MAP``: {sha256: case}), and with
 that case's exit code.  Two texts are not recordings: ``--version`` prints the release's
-version string, and a `dafny resolve` that succeeds prints the trailer the recorded
+version string (``$DAFNY_REPLAY_VERSION``, default 4.10.0), and a `dafny resolve` that succeeds prints the trailer the recorded
 README documents ("Dafny program verifier did not attempt verification").  Every call's
 argv is appended to ``$DAFNY_REPLAY_LOG`` so tests can check the command lines.
 """
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
     with open(os.environ["DAFNY_REPLAY_LOG"], "a") as log:
         log.write(json.dumps(argv) + "\n")
     if argv == ["--version"]:
-        print("4.10.0")
+        print(os.environ.get("DAFNY_REPLAY_VERSION", "4.10.0"))
         return 0
     command, program = argv[0], Path(argv[-1])
     digest = hashlib.sha256(program.read_bytes()).hexdigest()

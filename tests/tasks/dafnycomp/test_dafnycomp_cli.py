@@ -31,6 +31,10 @@ def test_strip_and_integrity_commands(tmp_path: Path) -> None:
     assert bad.exit_code == 1 and bad.stdout.startswith("cheat") and "trivial_spec" in bad.stdout
     good = cli.invoke(app, ["integrity", str(PROGRAM), str(PROGRAM)])
     assert good.exit_code == 0 and good.stdout.strip() == "ok"
+    wrapped = tmp_path / "wrapped.dfy"
+    wrapped.write_text("module Answer {\n" + PROGRAM.read_text() + "}\n")
+    allowed = cli.invoke(app, ["integrity", str(PROGRAM), str(wrapped)])
+    assert allowed.exit_code == 0 and "allowed: module_wrapped" in allowed.stdout
     broken = tmp_path / "broken.dfy"
     broken.write_text("method M() {")
     assert cli.invoke(app, ["strip", str(broken)]).exit_code == 2

@@ -15,6 +15,7 @@ from veribatch.tasks.dafnycomp import data, upstream
 from veribatch.tasks.dafnycomp.answer import extract_program
 from veribatch.tasks.dafnycomp.prompt import template_hash, user_prompt
 from veribatch.tasks.dafnycomp.strip import strip
+from veribatch.tasks.dafnycomp.syntax import declarations
 
 
 def test_sample_and_shared_folder(shared_data: Path) -> None:
@@ -107,3 +108,24 @@ def test_prompt_and_extraction() -> None:
     assert not extract_program("```dafny\nmethod A() {").usable
     assert extract_program("method A() {}").outcome == "bare"
     assert extract_program("").outcome == "empty"
+
+
+def test_extraction_of_real_answer_shapes(shared_data: Path) -> None:
+    program = (shared_data / "dafnycomp" / "main_2node_1-1925-279" / "dafny_code.dfy").read_text()
+    names = [d.name for d in declarations(program)]
+    # the final program, then a small usage example: the program, not the example
+    usage = "```dafny\nmethod Main() {\n  var r := main_2node_1(5);\n}\n```"
+    ex = extract_program(f"Here it is:\n```dafny\n{program}```\nUsage:\n{usage}\n", names=names)
+    assert ex.outcome == "multiple_blocks" and ex.code == program
+    # a <think> draft in a fence, then a bare final answer: the final answer
+    draft = "```dafny\nmethod countTriples_1925(n: int) returns (result: int) {}\n```"
+    ex = extract_program(f"<think>Let me draft.\n{draft}\n</think>\n{program}", names=names)
+    assert ex.outcome == "bare" and ex.code.strip() == program.strip()
+    # ```dfy fences
+    ex = extract_program(f"```dfy\n{program}```", names=names)
+    assert ex.outcome == "ok" and ex.code == program
+    # text after the closing fence, the answer cut by the token limit in that text
+    ex = extract_program(f"```dafny\n{program}```\nThis verifies since the invariant", "length", names)
+    assert ex.outcome == "ok" and ex.usable
+    # ... but a block that ends the cut answer is still truncated
+    assert extract_program(f"```dafny\n{program}```", "length", names).outcome == "truncated"

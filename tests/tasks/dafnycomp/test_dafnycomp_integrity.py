@@ -55,23 +55,21 @@ def _replace_once(text: str, old: str, new: str) -> str:
 CHEATS: dict[str, tuple[str, str, set[str]]] = {
     # name: (old, new, expected kinds) applied once to the original
     "assume": ("    result := 0;\n    var a := 1;", "    assume false;\n    result := 0;\n    var a := 1;",
-               {"assume", "body_changed"}),
-    "expect": ("    var m := isqrt(n);", "    expect n > 0;\n    var m := isqrt(n);", {"expect", "body_changed"}),
-    "verify_false": ("method isqrt(", "method {:verify false} isqrt(", {"verify_false", "signature_changed"}),
+               {"assume"}),
+    "expect": ("    var m := isqrt(n);", "    expect n > 0;\n    var m := isqrt(n);", {"expect"}),
+    "verify_false": ("method isqrt(", "method {:verify false} isqrt(", {"verify_false"}),
     "axiom_bodyless": ("method isqrt(x: int) returns (result: int)\n",
                        "lemma {:axiom} isqrt_facts(x: int) ensures x >= 0\nmethod isqrt(x: int) returns (result: int)\n",
-                       {"axiom", "added"}),
-    "extern": ("method numSquares_279(", "method {:extern} numSquares_279(", {"extern", "signature_changed"}),
-    "only": ("method main_2node_1(", "method {:only} main_2node_1(", {"only", "signature_changed"}),
+                       {"axiom", "bodyless"}),
+    "extern": ("method numSquares_279(", "method {:extern} numSquares_279(", {"extern"}),
+    "only": ("method main_2node_1(", "method {:only} main_2node_1(", {"only"}),
     "options": ("\nmethod countTriples_1925", '\nmodule {:options "--allow-axioms"} Escape {}\nmethod countTriples_1925',
-                {"options", "program_changed"}),
+                {"options"}),  # an empty module is harmless in itself: the attribute is the cheat
     "decreases_star": ("method isqrt(x: int) returns (result: int)\n", "method isqrt(x: int) returns (result: int)\n    decreases *\n",
                        {"decreases_star"}),
     "signature": ("method isqrt(x: int) returns (result: int)", "method isqrt(x: nat) returns (result: int)",
                   {"signature_changed"}),
     "body": ("result := result + 1;\n    }\n}", "result := result + 2;\n    }\n}", {"body_changed"}),
-    "added_invariant": ("        invariant result * result <= x\n",
-                        "        invariant result * result <= x\n        invariant x >= 0\n", {"body_changed"}),
     "ghost": ("method isqrt(", "ghost method isqrt(", {"signature_changed"}),
 }
 
@@ -101,8 +99,10 @@ def test_structural_cheats(original: str) -> None:
     body_end = original.index("\nmethod ", start)
     bodyless = original[:body_start] + "    ensures result * result <= x\n" + original[body_end:]
     assert set(check(original, bodyless).kinds) == {"bodyless"}
-    added = check(original, original + "\nlemma Helper(n: int) ensures n * n >= 0 {}\n")
-    assert set(added.kinds) == {"added"}
+    added = check(original, original + "\nlemma Helper(n: int) ensures n * n >= 0\n")
+    assert set(added.kinds) == {"bodyless"}  # an added lemma without a body is an axiom
+    helper = check(original, original + "\nlemma Helper(n: int) ensures n * n >= 0 {}\n")
+    assert helper.ok and helper.notes == ("helpers_added",)  # proved by Dafny: allowed
 
 
 def test_ensures_true_everywhere_is_a_cheat(original: str) -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from veribatch.aggregate.records import load_run
 from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.tasks.dafnycomp.strength import strength_file
 from veribatch.tasks.dafnycomp.strip import strip
 
 SAMPLE = Path(__file__).resolve().parents[3] / "veribatch" / "tasks" / "dafnycomp" / "sample"
@@ -57,7 +58,7 @@ def test_without_dafny_the_default_runs_what_it_can_and_exits_2(no_dafny: None, 
     manifest = json.loads((rd / "manifest.json").read_text())
     assert [s["name"] for s in manifest["stages"]] == ["strip", "check", "aggregate"]
     assert manifest["config"]["options"]["verify"] == "unavailable"
-    assert manifest["config"]["versions"]["strip"] == "dafnycomp-strip-v1"
+    assert manifest["config"]["versions"]["strip"] == "dafnycomp-strip-v2"
     frames = _frames(rd)
     strip_recs, check = frames["strip"], frames["check"]
     assert len(strip_recs) == 6 and set(strip_recs["status"]) == {"ok"}
@@ -97,6 +98,9 @@ def replayed_dafny(shared_data: Path, tmp_path: Path, monkeypatch: pytest.Monkey
     for f in sorted(SAMPLE.glob("*.dfy")):
         original = f.read_text()
         mapping[hashlib.sha256(original.encode()).hexdigest()] = "verified_ok"
+        # the strength lemmas of the original against itself: Dafny proves them
+        lemmas = strength_file(original, original).text
+        mapping[hashlib.sha256(lemmas.encode()).hexdigest()] = "verified_ok"
         mapping[hashlib.sha256(strip(original).encode()).hexdigest()] = STRIPPED_CASES[f.stem]
     (tmp_path / "map.json").write_text(json.dumps(mapping))
     exe = tmp_path / "bin" / "dafny"
@@ -126,18 +130,23 @@ def test_reference_arms_with_replayed_dafny_output(replayed_dafny: Path, tmp_pat
     out = launch_run(plan, tmp_path / "run", ExecChoice("local", workers=1), progress=False)
     assert out.ok, out
     v = _frames(out.rd.root)["verify"].set_index(["program", "arm"])
-    # command lines: resolve, then verify with the task's options, on program.dfy
+    # command lines: resolve, then verify with the task's options, on program.dfy; then, for
+    # a strictly verified candidate, the strength lemmas (strength.dfy, including program.dfy)
     calls = [c for c in _calls(replayed_dafny) if c != ["--version"]]
     resolves = [c for c in calls if c[0] == "resolve"]
-    verifies = [c for c in calls if c[0] == "verify"]
+    verifies = [c for c in calls if c[0] == "verify" and Path(c[-1]).name == "program.dfy"]
+    strengths = [c for c in calls if c[0] == "verify" and Path(c[-1]).name == "strength.dfy"]
     assert len(resolves) == 12 and len(verifies) == 11  # the parse error stops at resolve
+    assert len(strengths) == 6  # the six originals
     assert resolves[0][:-1] == ["resolve", "--use-basename-for-filename", "--show-snippets:false"]
     assert verifies[0][:-1] == ["verify", "--use-basename-for-filename", "--show-snippets:false",
-                                "--verification-time-limit:20", "--cores:2"]
-    assert all(Path(c[-1]).name == "program.dfy" for c in calls)
+                                "--verification-time-limit:20", "--cores:2", "--warn-contradictory-assumptions"]
+    assert strengths[0][:-1] == verifies[0][:-1]
+    assert all(Path(c[-1]).name in ("program.dfy", "strength.dfy") for c in calls)
     # originals: all verified, honestly
     orig = v.xs("original", level="arm")
     assert orig["verified"].all() and orig["syntax_correct"].all() and set(orig["outcome"]) == {"verified"}
+    assert orig["spec_as_strong"].all() and set(orig["strength_status"]) == {"as_strong"}
     # stripped: Dafny's own verdicts and failure modes, never counted (trivial_spec)
     s = v.xs("stripped", level="arm")
     assert not s["verified"].any() and not s["syntax_correct"].any() and set(s["outcome"]) == {"cheat"}
@@ -152,10 +161,19 @@ def test_reference_arms_with_replayed_dafny_output(replayed_dafny: Path, tmp_pat
         "main_4node_gcd_chain": "other"}
     t1 = pd.read_csv(out.rd.root / "tables" / "table1_dafnycomp.csv").set_index("arm")
     assert t1.loc["original", "verified_at_1"] == 100 and t1.loc["original", "syntax_at_1"] == 100
-    # what verifies without specs (1 of 6), yet never counted as verified
-    assert t1.loc["stripped", "verified_at_1"] == 0 and t1.loc["stripped", "dafny_verified_at_1"] == 16.67
+    assert t1.loc["original", "strict_verified_at_1"] == 100 and t1.loc["original", "strong_at_1"] == 100
+    # what verifies without specs (1 of 6): the paper's protocol counts it, the strict one never
+    assert t1.loc["stripped", "verified_at_1"] == 16.67 and t1.loc["stripped", "strict_verified_at_1"] == 0
+    # syntax (paper: parses) 5 of 6; the resolve-based extra is 0 (integrity: trivial_spec)
+    assert t1.loc["stripped", "syntax_at_1"] == 83.33 and t1.loc["stripped", "strict_syntax_at_1"] == 0
+    assert t1["paper_comparable_dafny"].all()
     assert (t1["covered"] == 6).all() and (t1["missing"] == 0).all()
     t2 = pd.read_csv(out.rd.root / "tables" / "table2_failure_modes.csv")
+    paper = t2[(t2["arm"] == "stripped") & (t2["protocol"] == "paper")].set_index("failure_mode")
+    assert paper["candidates"].to_dict() == {"specification_fragility": 1, "implementation_proof_misalignment": 1,
+                                             "reasoning_instability": 1, "other": 2}
+    assert paper["pct_of_failed"].sum() == 100.0
+    t2 = t2[t2["protocol"] == "strict"]
     stripped = t2[t2["arm"] == "stripped"].set_index("failure_mode")["candidates"]
     assert stripped.to_dict() == {"specification_fragility": 1, "implementation_proof_misalignment": 1,
                                   "reasoning_instability": 1, "other": 2, "cheat": 0, "unchecked": 0,
@@ -179,3 +197,14 @@ def test_version_and_runtime_in_the_run_id(replayed_dafny: Path, monkeypatch: py
     assert with_dafny.run_id != without.run_id
     assert without.config.options["verify"] == "unavailable"
     assert os.environ["VERIBATCH_DAFNY"] == "/nonexistent/dafny"
+
+
+def test_other_dafny_is_refused_unless_allowed(replayed_dafny: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from veribatch.tasks.dafnycomp.checker import DafnyUnavailableError
+
+    monkeypatch.setenv("DAFNY_REPLAY_VERSION", "4.11.0")
+    with pytest.raises(DafnyUnavailableError, match="paper used Dafny 4.10"):
+        plan_run("dafnycomp")
+    plan = plan_run("dafnycomp", options=["allow_other_dafny=true"])
+    assert plan.config.verifier_version == "4.11.0" and "NOT comparable" in capsys.readouterr().err

@@ -13,7 +13,8 @@ from veribatch.aggregate.dafnycomp import table1, table2
 def _cand(iid: str, k: int, *, syntax: bool, verified: bool, chain: int = 2, mode: str | None = None,
           outcome: str | None = None, integrity: str = "ok", modes: list[str] | None = None) -> dict:
     return {"instance_id": iid, "model": "m", "arm": "model", "sample_index": k, "chain_length": chain,
-            "syntax_correct": syntax, "verified": verified, "dafny_verified": verified,
+            "syntax_correct": syntax, "verified": verified, "dafny_verified": verified, "parse_ok": syntax,
+            "spec_as_strong": verified, "dafny_version": "4.10.0",
             "integrity": integrity, "outcome": outcome or ("verified" if verified else "failed"),
             "dafny_failure_mode": mode, "dafny_failure_modes": json.dumps(modes or ([mode] if mode else []))}
 
@@ -51,12 +52,41 @@ def test_pass_at_k_table_by_hand() -> None:
     assert curve.plots[0].kind == "line" and curve.plots[0].x == "k"
 
 
-def test_integrity_gates_both_rates() -> None:
+def test_paper_protocol_is_dafnys_verdict_and_strict_refuses_cheats() -> None:
     rows = [_cand("a", 0, syntax=False, verified=False, integrity="cheat", outcome="cheat")]
-    rows[0]["dafny_verified"] = True  # Dafny says verified, but the answer cheated
+    rows[0].update(dafny_verified=True, parse_ok=True)  # Dafny says verified, but the answer cheated
     t1, *_ = table1(pd.DataFrame(rows), {2: 1})
     r = t1.frame.iloc[0]
-    assert (r["verified_at_1"], r["syntax_at_1"], r["dafny_verified_at_1"], r["cheats"]) == (0, 0, 100, 1)
+    # paper protocol: Dafny's verdict on the output as is; strict: refused
+    assert (r["verified_at_1"], r["syntax_at_1"]) == (100, 100)
+    assert (r["strict_verified_at_1"], r["strict_syntax_at_1"], r["strong_at_1"], r["cheats"]) == (0, 0, 0, 1)
+    assert bool(r["paper_comparable_dafny"])
+
+
+def test_syntax_correct_means_parses_and_resolve_is_the_extra_column() -> None:
+    row = _cand("a", 0, syntax=False, verified=False, mode="other")
+    row.update(parse_ok=True, syntax_ok=False)  # parses, but a type error: not resolve-correct
+    t1, *_ = table1(pd.DataFrame([row]), {2: 1})
+    r = t1.frame.iloc[0]
+    assert (r["syntax_at_1"], r["strict_syntax_at_1"]) == (100, 0)
+
+
+def test_programs_without_candidates_count_as_zero_not_missing() -> None:
+    # 4 programs; "d" failed to strip: its only record has no candidate (sample_index -1)
+    rows = [_cand(i, 0, syntax=True, verified=True) for i in ("a", "b", "c")]
+    rows.append({"instance_id": "d", "model": "m", "arm": "model", "sample_index": -1,
+                 "chain_length": 2, "outcome": "no_program"})
+    t1, by, _ = table1(pd.DataFrame(rows), {2: 4})
+    r = t1.frame.iloc[0]
+    assert (r["verified_at_1"], r["syntax_at_1"], r["programs"], r["covered"]) == (75, 75, 4, 3)
+    assert by.frame.iloc[0]["verified_at_1"] == 75
+
+
+def test_other_dafny_versions_are_named_in_table1() -> None:
+    row = _cand("a", 0, syntax=True, verified=True)
+    row["dafny_version"] = "4.11.0"
+    t1, *_ = table1(pd.DataFrame([row]), {2: 1})
+    assert not bool(t1.frame.iloc[0]["paper_comparable_dafny"]) and t1.frame.iloc[0]["dafny_version"] == "4.11.0"
 
 
 def test_failure_modes_by_hand() -> None:
@@ -70,7 +100,13 @@ def test_failure_modes_by_hand() -> None:
         _cand("c", 1, syntax=True, verified=True),
     ]
     (t2,) = table2(pd.DataFrame(rows), 3)
-    f = t2.frame.set_index("failure_mode")
+    paper = t2.frame[t2.frame["protocol"] == "paper"].set_index("failure_mode")
+    # the paper's four modes only, summing to 100 %; no program folds into Other
+    assert list(paper.index) == ["specification_fragility", "implementation_proof_misalignment",
+                                 "reasoning_instability", "other"]
+    assert paper["pct_of_failed"].sum() == 100.0 and set(paper["failed"]) == {5}
+    assert paper.loc["other", "candidates"] == 2  # the cheat (Dafny: other) and the no-program answer
+    f = t2.frame[t2.frame["protocol"] == "strict"].set_index("failure_mode")
     assert set(f["failed"]) == {5}
     assert f.loc["specification_fragility", "candidates"] == 2
     assert f.loc["specification_fragility", "pct_of_failed"] == 40.0

@@ -36,8 +36,9 @@ def integrity_cmd(
     original: Annotated[Path, typer.Argument(help="the benchmark's program (with specs)")],
     candidate: Annotated[Path, typer.Argument(help="a model's whole program")],
 ) -> None:
-    """Check a candidate against its original; exit 0 when honest, 1 for a cheat or unreadable."""
-    from veribatch.tasks.dafnycomp.integrity import CHEAT_KINDS, check
+    """Check a candidate against its original under the strict protocol; exit 0 when honest,
+    1 for a cheat or unreadable (allowed App. H-style edits are listed, not refused)."""
+    from veribatch.tasks.dafnycomp.integrity import CHEAT_KINDS, NOTES, check
 
     got = check(_read(original), _read(candidate))
     typer.echo(got.status)
@@ -45,6 +46,8 @@ def integrity_cmd(
         typer.echo(f"  {kind}: {CHEAT_KINDS[kind]}")
     for detail in got.details:
         typer.echo(f"    {detail}")
+    for note in got.notes:
+        typer.echo(f"  allowed: {note}: {NOTES[note]}")
     raise typer.Exit(0 if got.ok else 1)
 
 

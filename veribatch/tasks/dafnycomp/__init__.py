@@ -4,8 +4,10 @@ sorted into the paper's failure modes.  See docs/dafnycomp.md.
 
 Modules, in data-flow order: `data`/`upstream` (instances) → `syntax` (declarations,
 contracts, bodies) → `strip` (§3.3) → `prompt` → `answer` (the program in a completion)
-→ `integrity` (implementation kept, no cheats) → `checker` (dafny resolve + verify,
-cached) → `failure_modes` (Table 2) → `stages` (records).  Tables are built by
+→ `integrity` (the strict protocol; `contracts`: vacuous / trivial contracts by z3) →
+`checker` (dafny resolve + verify, cached; the paper protocol is its verdict alone) →
+`strength` (Dafny-proved "as strong as the original" lemmas) → `failure_modes` (Table 2) →
+`stages` (records).  Tables are built by
 `aggregate/dafnycomp.py` from the records alone.
 """
 
@@ -56,6 +58,8 @@ class DafnyCompTask(Task):
             "image": "",                 # the dafny image (containers/dafny.def) for apptainer
             "cache_dir": "",             # verifier result cache (default: RUN/cache/dafny)
             "generate_batch": 16,
+            "allow_other_dafny": False,  # run with a Dafny other than 4.10.x (not paper-comparable)
+            "strength": True,            # Dafny-proved "spec as strong as the original" lemmas
         }
 
     def default_sampling(self, config_model: str | None) -> dict[str, Any]:
@@ -81,10 +85,11 @@ class DafnyCompTask(Task):
         from veribatch.tasks.dafnycomp.failure_modes import FAILURE_MODES_VERSION
         from veribatch.tasks.dafnycomp.integrity import INTEGRITY_VERSION
         from veribatch.tasks.dafnycomp.prompt import template_hash
+        from veribatch.tasks.dafnycomp.strength import STRENGTH_VERSION
         from veribatch.tasks.dafnycomp.strip import STRIP_VERSION
 
         out = {"strip": STRIP_VERSION, "integrity": INTEGRITY_VERSION,
-               "failure_modes": FAILURE_MODES_VERSION}
+               "failure_modes": FAILURE_MODES_VERSION, "strength": STRENGTH_VERSION}
         if config.model is not None:
             out.update(prompt=template_hash(), extract=EXTRACT_VERSION)
         return out

@@ -1,10 +1,17 @@
 """Checking one candidate program with Dafny 4.10: syntax (`dafny resolve`), then proof
 (`dafny verify`), cached by content — and telling the user how to get Dafny when it is not here.
 
-- syntax-correct (Table 1): ``dafny resolve`` succeeds (parse + type check), *and* the
-  integrity check passed;
-- verified: ``dafny verify`` reports no errors, no time-outs and no out-of-resource, *and*
-  the integrity check passed.  ``dafny verify`` runs only when resolve succeeded.
+- syntax-correct, paper protocol (§4.1, Table 1): the program *parses* (``dafny resolve``
+  reports no parse error); the resolve-based column (parse + types, with the strict
+  integrity check) is kept as an extra, named column;
+- verified, paper protocol: ``dafny verify`` reports no errors, no time-outs and no
+  out-of-resource; the strict protocol also needs the integrity check and no proof that
+  Dafny itself flags as using contradictory assumptions (``--warn-contradictory-assumptions``
+  is passed; its warnings come back per candidate).  ``dafny verify`` runs only when
+  resolve succeeded.
+- Dafny other than 4.10.x: refused for a run (the paper used 4.10; later versions changed
+  messages and defaults), unless ``-o allow_other_dafny=true``, which says loudly that the
+  figures are not comparable with the paper's.
 
 Both queries go through `verifiers.registry.get_verifier` with a result cache
 (`verifiers.cache`): the key is the program's content, Dafny's version (and image digest)
@@ -40,8 +47,30 @@ Then run the same command again (a new run id: Dafny's version is part of it). \
 `-o verify=off` runs only the Dafny-free stages (strip, extraction, integrity) without this error."""
 
 
+PAPER_DAFNY = "4.10."
+CONTRADICTORY_FLAG = "--warn-contradictory-assumptions"
+
+
 class DafnyUnavailableError(ValueError):
-    """`-o verify=on` was asked for and Dafny cannot be run (launch exits 2)."""
+    """`-o verify=on` was asked for and Dafny cannot be run, or the Dafny found is not 4.10.x
+    and other versions were not allowed (launch exits 2)."""
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def check_paper_version(version: str, allow_other: bool) -> str | None:
+    """None for a 4.10.x Dafny; else the loud warning (allowed) or `DafnyUnavailableError`."""
+    if version.startswith(PAPER_DAFNY):
+        return None
+    msg = (f"Dafny {version} found, but DafnyComp's paper used Dafny 4.10.x: verdicts, messages "
+           "(Table 2) and defaults differ between versions, so this run is NOT comparable with "
+           "the paper's figures.")
+    if not allow_other:
+        raise DafnyUnavailableError(f"{msg} Install 4.10.0 (below), or pass -o allow_other_dafny=true "
+                                    f"to run anyway.\n{DAFNY_HINT}")
+    return "WARNING: " + msg
 
 
 def verifier_for(config: RunConfig, cache_dir: Path | None = None) -> Any:
@@ -75,13 +104,18 @@ def resolve_verify_option(config: RunConfig) -> RunConfig:
         if want == "on":
             raise DafnyUnavailableError(f"{why}\n{DAFNY_HINT}")
         return replace(config, verifier_version="", options={**config.options, "verify": "unavailable"})
+    warning = check_paper_version(version, _truthy(config.options.get("allow_other_dafny", False)))
+    if warning:
+        import sys
+
+        print("!" * 78 + f"\n{warning}\n" + "!" * 78, file=sys.stderr)
     return replace(config, verifier_version=version, options={**config.options, "verify": "on"})
 
 
 def dafny_options(config: RunConfig) -> tuple[str, ...]:
     o = config.options
     return (f"--verification-time-limit:{int(o.get('obligation_time_limit_s', 30))}",
-            f"--cores:{int(o.get('cores', 1))}")
+            f"--cores:{int(o.get('cores', 1))}", CONTRADICTORY_FLAG)
 
 
 def check_program(path: Path, config: RunConfig, verifier: Any, log_dir: Path) -> dict[str, Any]:
@@ -98,6 +132,7 @@ def check_program(path: Path, config: RunConfig, verifier: Any, log_dir: Path) -
         "resolve_phase": resolved.extras.get("phase"),  # "parse": an ERROR that is a syntax error
         "resolve_time_s": resolved.wall_s,
         "syntax_ok": resolved.status is Status.TRUE,
+        "parse_ok": bool(resolved.extras.get("parse_ok", False)) and resolved.status is not Status.ERROR,
         "verify_status": None,
         "verify_time_s": None,
         "dafny_verified": False,
@@ -127,6 +162,8 @@ def check_program(path: Path, config: RunConfig, verifier: Any, log_dir: Path) -
         n_errors=len(errors),
         errors=json.dumps(errors[:MAX_ERRORS_KEPT]),
         warning_kinds=json.dumps(sorted({w.get("kind", "other") for w in warnings})),
+        contradictions=json.dumps([{"file": w.get("file"), "line": w.get("line"), "message": w.get("message")}
+                                   for w in warnings if w.get("kind") == "contradictory"]),
         dafny_failure_mode=None if out["dafny_verified"] else primary,
         dafny_failure_modes=json.dumps(modes),
         total_dafny_time_s=round(float(out["resolve_time_s"] or 0.0) + float(out["verify_time_s"] or 0.0), 4),

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ ARM_ORIGINAL = "original"
 ARM_STRIPPED = "stripped"
 REFERENCE_ARMS = (ARM_ORIGINAL, ARM_STRIPPED)
 MAX_DETAIL = 4000
+PROGRAM_FILE = "program.dfy"
 
 
 def _sha(text: str) -> str:
@@ -171,6 +173,7 @@ def check_candidates(inst: Instance, config: RunConfig, strip_rec: Record | None
     if config.model is not None and not gen:
         return [{**head, "arm": ARM_MODEL, "sample_index": -1, "check_status": "generation_missing"}]
     program = inst.payload["program"]
+    names = [d.name for d in declarations(program)]
     out: list[Record] = []
     for cand in _candidates(config, strip_rec, program, gen):
         rec: Record = {**head, "arm": cand["arm"], "sample_index": cand["sample_index"],
@@ -182,7 +185,7 @@ def check_candidates(inst: Instance, config: RunConfig, strip_rec: Record | None
         if cand.get("reference"):
             code, extraction = cand["text"], "reference"
         else:
-            ex = extract_program(cand["text"], cand.get("finish_reason"))
+            ex = extract_program(cand["text"], cand.get("finish_reason"), names)
             code, extraction = (ex.code if ex.usable else None), ex.outcome
         rec["extraction"] = extraction
         if code is None:
@@ -191,6 +194,7 @@ def check_candidates(inst: Instance, config: RunConfig, strip_rec: Record | None
         integ = integrity_check(program, code)
         out.append({**rec, "check_status": "ready", "candidate": code, "candidate_sha256": _sha(code),
                     "integrity": integ.status, "integrity_kinds": json.dumps(list(integ.kinds)),
+                    "integrity_notes": json.dumps(list(integ.notes)),
                     "integrity_details": json.dumps(list(integ.details))[:MAX_DETAIL]})
     return out
 
@@ -209,8 +213,8 @@ def run_check(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
 # ---------------------------------------------------------------- verify
 
 _CARRIED = ("split", "program", "chain_length", "model", "arm", "sample_index", "declarations",
-            "extraction", "integrity", "integrity_kinds", "check_status", "generation_time_s",
-            "candidate_sha256")
+            "extraction", "integrity", "integrity_kinds", "integrity_notes", "check_status",
+            "generation_time_s", "candidate_sha256")
 
 
 def outcome_of(integrity: str | None, checked: dict[str, Any]) -> str:
@@ -229,26 +233,92 @@ def outcome_of(integrity: str | None, checked: dict[str, Any]) -> str:
     return "failed" if checked["verify_status"] == "FALSE" else "undecided"
 
 
-def verify_candidate(inst: Instance, crec: Record, ctx: StageContext, verifier: Any) -> Record:
+def _contradictions(program: str, checked: dict[str, Any]) -> Counter[str]:
+    """Dafny's contradictory-assumption warnings per declaration of `program`."""
+    from veribatch.tasks.dafnycomp.strength import declarations_hit
+
+    return declarations_hit(program, PROGRAM_FILE, json.loads(checked.get("contradictions") or "[]"))
+
+
+class _Original:
+    """The original program's own contradictory-assumption warnings (some originals contain
+    `assume false`), verified once per instance (cached by content) when a candidate needs
+    them."""
+
+    def __init__(self, inst: Instance, ctx: StageContext, verifier: Any) -> None:
+        self.inst, self.ctx, self.verifier = inst, ctx, verifier
+        self._counts: Counter[str] | None = None
+
+    def contradictions(self) -> Counter[str]:
+        from veribatch.tasks.dafnycomp.checker import check_program
+
+        if self._counts is None:
+            program = self.inst.payload["program"]
+            work = self.ctx.scratch_dir() / "verify" / instance_dirname(self.inst.id) / "original-program"
+            work.mkdir(parents=True, exist_ok=True)
+            (work / PROGRAM_FILE).write_text(program)
+            self._counts = _contradictions(program, check_program(work / PROGRAM_FILE, self.ctx.config,
+                                                                  self.verifier, work))
+        return self._counts
+
+
+def _strength(inst: Instance, candidate: str, work: Path, ctx: StageContext, verifier: Any) -> dict[str, Any]:
+    """Dafny's verdict on the generated strength lemmas (`strength`)."""
+    from veribatch.tasks.dafnycomp.checker import dafny_options
+    from veribatch.tasks.dafnycomp.strength import STRENGTH_FILE, strength_file, strength_verdict
+    from veribatch.verifiers.base import Query
+    from veribatch.verifiers.result import Limits
+
+    sf = strength_file(inst.payload["program"], candidate, include=PROGRAM_FILE)
+    if not sf.lemmas:
+        return {"spec_as_strong": None, "strength_status": "no_lemmas", "strength_failed": "[]"}
+    path = work / STRENGTH_FILE
+    path.write_text(sf.text)
+    budget = float(ctx.config.options.get("budget_s", 300.0))
+    result = verifier.run(Query((path,), property="dafny-verify", options=dafny_options(ctx.config)),
+                          Limits(wall_s=budget, memory_mb=int(ctx.config.options.get("memory_mb", 8192))), work)
+    out = strength_verdict(sf, result, STRENGTH_FILE)
+    out["strength_not_compared"] = json.dumps(list(sf.not_compared))
+    return out
+
+
+def verify_candidate(inst: Instance, crec: Record, ctx: StageContext, verifier: Any,
+                     original: _Original | None = None) -> Record:
+    """Dafny's verdict on one candidate under both protocols: paper (Dafny alone: parses,
+    verifies) and strict (also the integrity check, no contradictory assumptions beyond the
+    original's, and — a column of its own — contracts as strong as the original's)."""
     from veribatch.tasks.dafnycomp.checker import check_program
 
     rec: Record = {k: crec.get(k) for k in _CARRIED}
     if crec.get("check_status") != "ready":
-        return {**rec, "outcome": "no_program", "syntax_ok": False, "dafny_verified": False,
-                "syntax_correct": False, "verified": False}
+        return {**rec, "outcome": "no_program", "syntax_ok": False, "parse_ok": False, "dafny_verified": False,
+                "syntax_correct": False, "verified": False, "spec_as_strong": False}
     work = ctx.scratch_dir() / "verify" / instance_dirname(inst.id) / f"{crec['arm']}-{crec['sample_index']}"
     work.mkdir(parents=True, exist_ok=True)
-    path = work / "program.dfy"  # one name for every candidate: the cache keys on content
+    path = work / PROGRAM_FILE  # one name for every candidate: the cache keys on content
     path.write_text(crec["candidate"])
     checked = check_program(path, ctx.config, verifier, work)
-    honest = crec.get("integrity") == "ok"
+    integrity, kinds = crec.get("integrity"), json.loads(crec.get("integrity_kinds") or "[]")
+    contra = _contradictions(crec["candidate"], checked)
+    if contra and integrity == "ok":
+        from veribatch.tasks.dafnycomp.strength import newly_vacuous
+
+        vacuous = newly_vacuous(contra, (original or _Original(inst, ctx, verifier)).contradictions())
+        if vacuous:
+            integrity, kinds = "cheat", sorted({*kinds, "vacuous_dafny"})
+            rec["vacuous_declarations"] = json.dumps(vacuous)
+    rec["integrity"], rec["integrity_kinds"] = integrity, json.dumps(kinds)
+    honest = integrity == "ok"
     rec.update(checked)
     rec.update(
-        outcome=outcome_of(crec.get("integrity"), checked),
+        outcome=outcome_of(integrity, checked),
         syntax_correct=bool(checked["syntax_ok"] and honest),
         verified=bool(checked["dafny_verified"] and honest),
         failure_mode=checked["dafny_failure_mode"] if honest else None,
     )
+    if rec["verified"] and ctx.config.options.get("strength", True) not in (False, "false", "0", "off"):
+        rec.update(_strength(inst, crec["candidate"], work, ctx, verifier))
+    rec["spec_as_strong"] = bool(rec["verified"] and rec.get("spec_as_strong"))
     return rec
 
 
@@ -265,7 +335,8 @@ def run_verify(instances: list[Instance], ctx: StageContext) -> Iterator[Instanc
             recs = [{**_base(inst), "arm": None, "sample_index": -1, "outcome": "check_missing",
                      "syntax_correct": False, "verified": False}]
         else:
-            recs = [verify_candidate(inst, c, ctx, verifier) for c in crecs]
+            original = _Original(inst, ctx, verifier)
+            recs = [verify_candidate(inst, c, ctx, verifier, original) for c in crecs]
         ctx.progress()
         yield InstanceResult(inst.id, recs)
 

@@ -5,7 +5,9 @@ For each method, function, predicate, lemma and constructor, the ``requires``, `
 brace (or the end of a bodyless declaration) are removed together with the whitespace
 before them, so a header keeps its own lines and the body follows it unchanged.  Loop
 invariants, loop ``decreases``/``modifies``, asserts and bodies are inside the braces and
-are never touched.  Comments outside clauses stay.
+are never touched.  Comments among the removed clauses go with them (an end-of-line
+``// Upper bound estimate`` after an ``ensures`` is a hint about the removed spec, and
+would otherwise move up onto the signature line); comments elsewhere stay.
 
 Properties the tests check over the 125 real programs: ``strip(strip(p)) == strip(p)``,
 every body is byte-identical, and no contract keyword is left before any body.
@@ -17,9 +19,9 @@ import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 
-from veribatch.tasks.dafnycomp.syntax import declarations, tokenize
+from veribatch.tasks.dafnycomp.syntax import Declaration, declarations, tokenize
 
-STRIP_VERSION = "dafnycomp-strip-v1"
+STRIP_VERSION = "dafnycomp-strip-v2"
 
 
 @dataclass(frozen=True)
@@ -42,13 +44,18 @@ def strip_specs(program: str) -> StripResult:
     ends = [t.end for t in all_tokens]  # token ends, comments included, in order
     cuts: list[tuple[int, int]] = []
     removed: Counter[str] = Counter()
+    comments = [t for t in all_tokens if t.kind == "comment"]
     for d in decls:
+        spans = [(c.start, c.end) for c in d.clauses]
         for c in d.clauses:
-            # from the end of whatever precedes the clause (signature, clause or comment)
-            k = bisect.bisect_right(ends, c.start)
-            prev_end = ends[k - 1] if k else 0
-            cuts.append((prev_end, c.end))
             removed[c.keyword] += 1
+        if d.clauses:
+            spans += [(t.start, t.end) for t in comments if _in_contract(program, d, t.start)]
+        for start, end in spans:
+            # from the end of whatever precedes the span (signature, clause or comment)
+            k = bisect.bisect_right(ends, start)
+            prev_end = ends[k - 1] if k else 0
+            cuts.append((prev_end, end))
     cuts.sort()
     parts, pos = [], 0
     for a, b in cuts:
@@ -57,6 +64,17 @@ def strip_specs(program: str) -> StripResult:
         pos = b
     parts.append(program[pos:])
     return StripResult("".join(parts), len(decls), removed, Counter(d.kind for d in decls))
+
+
+def _in_contract(program: str, d: Declaration, pos: int) -> bool:
+    """Whether a comment at `pos` sits among `d`'s contract clauses: between the signature
+    and the body, or (bodyless) before the last clause ends or on that clause's line."""
+    if pos < d.signature_end:
+        return False
+    if d.body is not None:
+        return pos < d.body[0]
+    last = max(c.end for c in d.clauses)
+    return pos < last or "\n" not in program[last:pos]
 
 
 def strip(program: str) -> str:
