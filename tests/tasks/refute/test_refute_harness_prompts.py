@@ -19,22 +19,6 @@ from veribatch.tasks.refute.prompt import desc_problem, messages, template_versi
 from veribatch.tasks.refute.stages import MAX_TOKENS
 
 
-@pytest.fixture
-def prompts_server(archive_server, shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The pinned templates served at <server>/<commit>/refute/prompt_templates/<name>;
-    returns the served folder (a test may tamper with it)."""
-    pins = harness_prompts.pins()
-    served = archive_server.root / pins["revision"] / pins["folder"]
-    served.mkdir(parents=True)
-    for name in pins["files"]:
-        shutil.copyfile(shared_data / "refute-prompts" / name, served / name)
-    base = archive_server.url.rsplit("/", 1)[0]
-    monkeypatch.setenv(harness_prompts.URL_ENV, base + "/{revision}/{folder}/{name}")
-    monkeypatch.delenv(harness_prompts.LOCAL_ENV, raising=False)
-    harness_prompts._read_cached.cache_clear()
-    return served
-
-
 def _sample(pid: str = "S07") -> dict:
     return next(i.payload for i in data.load("sample") if i.payload["problem_id"] == pid)
 
