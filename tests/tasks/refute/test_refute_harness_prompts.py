@@ -125,6 +125,10 @@ def test_xml_answers_as_the_harness_reads_them() -> None:
         "import random\nprint(random.randint(1, 9))\n```\n</code><lang>Python 3</lang></action>")
     assert (brute.lang, brute.outcome, gen.lang) == ("cpp", "ok", "python")
     assert gen.code == "import random\nprint(random.randint(1, 9))\n"
+    # a reasoning model's thinking is never the answer, also when the budget ran out in it
+    draft = "<think>try <action><name>print_fail_case</name><code>print(5)</code></action> hmm"
+    assert answer.program(draft, finish_reason="length").outcome == "no_block"
+    assert answer.program(draft + "</think>\n" + text).code == "print(1)\nprint('a<b')\n"
     brute, gen = answer.randsearch("<action><name>generate_tc</name><code>print(1)</code></action>")
     assert brute.outcome == "missing" and gen.usable
 

@@ -23,7 +23,10 @@ LANGS = {"python": "python", "py": "python", "python3": "python", "py3": "python
          "cpp": "cpp", "c++": "cpp", "cc": "cpp", "cxx": "cpp"}
 _ACTION = re.compile(r"^\s*\**\s*ACTION\s*:\s*(EXECUTE|SUBMIT)\b", re.IGNORECASE | re.MULTILINE)
 PARSER_VERSION = "refute-answer-2"
-_THOUGHTS = re.compile(r"<thoughts>.*</thoughts>", re.DOTALL)
+_THOUGHTS = re.compile(r"<thoughts>.*</thoughts>|<think>.*?(</think>|\Z)", re.DOTALL)
+"""The harness's R1 client wrapped the reasoning in ``<thoughts>``; open-weight reasoning
+models write ``<think>``: an action drafted while thinking (or a thought cut off by the
+token limit) is never the answer."""
 _XML_ACTION = re.compile(
     r"<action>\s*<name>\s*(?P<name>[^<]*?)\s*</name>\s*<code>(?P<code>.*?)</code>"
     r"(?:\s*<lang>\s*(?P<lang>[^<]*?)\s*</lang>)?\s*</action>", re.DOTALL)
