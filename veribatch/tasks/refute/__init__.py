@@ -172,8 +172,9 @@ def _budget(config: RunConfig, reasoning: bool) -> dict[str, Any]:
 
 JUDGE_RULES_VERSION = "refute-judge-1"
 """Bump when the judgement rules change (comparison, run order, reasons)."""
-REFERENCE_VERSION = "fuzz-1"
-"""Bump when the reference rows' generators change (`tasks.refute.fuzz`)."""
+REFERENCE_VERSION = "fuzz-2"
+"""Bump when the reference rows' generators or labels change (`tasks.refute.fuzz`; 2: the
+filter row without a blind generator is `fuzzer-random-filter`)."""
 
 
 def judge_version(config: RunConfig) -> str:
