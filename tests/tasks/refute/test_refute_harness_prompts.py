@@ -109,6 +109,16 @@ def test_agentic_with_and_without_demos(prompts_server: Path) -> None:
     assert demo_sys["role"] == "system" and demo_sys["content"].count("## You would respond with:") == 3
     assert "<name>print_fail_case</name>" in demo_sys["content"]  # the authors' rationales
     assert template_version("agentic-few-shot", options()) != template_version("agentic", options())
+    # ours (the named variant): the demos we wrote, in the one user message
+    (ours,) = messages("agentic-few-shot", p, options(prompts="veribatch"))
+    assert "# Example 3" in ours["content"] and "ACTION: SUBMIT" in ours["content"]
+
+
+def test_agentic_with_demos_runs_the_agent_stage(prompts_server: Path) -> None:
+    from veribatch.launch.api import plan_run
+
+    plan = plan_run("refute", model="openai:some-chat-model", limit=1, strategy="agentic-few-shot")
+    assert [s.name for s in plan.stages] == ["agent", "judge"]
 
 
 def test_xml_answers_as_the_harness_reads_them() -> None:

@@ -223,7 +223,8 @@ def test_tiny_model_with_the_authors_templates(tmp_path: Path, prompts_server: P
     z = _judge(out.rd.root).iloc[0]
     assert (z["outcome"], z["reason"], z["answer_outcome"]) == ("success", "differs", "ok")
     assert z["input_excerpt"] == "999999999999999999\n" and not z["truncated"]
-    print(f"authors' templates run: {out.rd.root.name} prompt={version} outcome={z['outcome']}")
+    print(f"authors' templates run: run_id={plan.run_id} prompt={version} outcome={z['outcome']} "
+          f"input={z['input_excerpt']!r}")
 
 
 def test_a_node_without_isolation_records_the_refusal(tmp_path: Path, monkeypatch) -> None:
