@@ -113,14 +113,15 @@ def success_table(att: pd.DataFrame, expected: int, key: str = "refute_success",
                  "validation_failures": Metric("count", sampled=sampled, higher_is_better=False),
                  "mean_generation_s": Metric("value", higher_is_better=False, unit="s")},
         samples=pd.DataFrame(samples) if samples else None,
-        caption=("solved: problems with at least one attempt judged a counterexample (the "
+        caption=("truncated: attempts whose answer hit max_tokens (no_program_truncated: of "
+                 "those, the ones left without a usable program — a budget problem, not the "
+                 "model's inability). "
+                 "solved: problems with at least one attempt judged a counterexample (the "
                  "validator accepts the input and the wrong solution's output differs from the "
                  "correct one's in one of up to 5 runs, or it crashes or exceeds the time limit). "
                  "success_rate = solved / covered, ci95 its Wilson interval; pass_at_1 the "
                  "unbiased estimate over the attempts. errors: the correct solution failed or the "
-                 "judge could not run (never counted as success). truncated: attempts whose answer "
-                 "hit max_tokens (no_program_truncated: of those, the ones left without a usable "
-                 "program — a budget problem, not the model's inability). Reference rows "
+                 "judge could not run (never counted as success). Reference rows "
                  "('reference (no model)') use no model. 'UNSAFE' marks attempts run without a "
                  "sandbox on explicit request."),
     )
