@@ -7,6 +7,7 @@ import http.server
 import json
 import os
 import re
+import shutil
 import subprocess
 import tarfile
 import threading
@@ -132,3 +133,23 @@ def archive_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         yield ArchiveServer(root, f"http://127.0.0.1:{httpd.server_address[1]}/{{revision}}.tar.gz")
     finally:
         httpd.shutdown()
+
+
+@pytest.fixture
+def prompts_server(archive_server, shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The pinned templates from ../shared/data/refute-prompts served by the local archive
+    server at <server>/<commit>/refute/prompt_templates/<name>, in the place of
+    raw.githubusercontent.com ($VERIBATCH_REFUTE_PROMPTS_URL; the download cache is the
+    server's empty one).  Returns the served folder (a test may tamper with it)."""
+    from veribatch.tasks.refute import harness_prompts
+
+    pins = harness_prompts.pins()
+    served = archive_server.root / pins["revision"] / pins["folder"]
+    served.mkdir(parents=True)
+    for name in pins["files"]:
+        shutil.copyfile(shared_data / "refute-prompts" / name, served / name)
+    base = archive_server.url.rsplit("/", 1)[0]
+    monkeypatch.setenv(harness_prompts.URL_ENV, base + "/{revision}/{folder}/{name}")
+    monkeypatch.delenv(harness_prompts.LOCAL_ENV, raising=False)
+    harness_prompts._read_cached.cache_clear()
+    return served

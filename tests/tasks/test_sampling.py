@@ -12,7 +12,9 @@ MODEL = "hf:Org/model"  # a hub name: planning checks its form, nothing is downl
 
 
 @pytest.mark.parametrize("task", ["invbench", "dafnycomp", "refute"])
-def test_n_is_n_samples_and_the_temperature_is_recorded(task: str) -> None:
+def test_n_is_n_samples_and_the_temperature_is_recorded(task: str, request: pytest.FixtureRequest) -> None:
+    if task == "refute":  # its default prompts are the authors' templates: served locally
+        request.getfixturevalue("prompts_server")
     best_of = plan_run(task, model=MODEL, sampling={"n": 4}).config
     assert best_of.options["n_samples"] == 4 and "n" not in best_of.sampling
     assert best_of.sampling["temperature"] == 0.7

@@ -37,7 +37,12 @@ VALIDATION_REASONS = ("generator_compile_error", "generator_crash",
 FAILURE_MODES = ("success", "wrong_brute_force", "invalid_input", "nothing_found",
                  "generator_error", "brute_error", "no_program", "other")
 INDEX = ("model", "arm")
-SEARCH_ARMS = ("randsearch", "randsearch-oracle", "blind-random", "trivial-randsearch-oracle")
+SEARCH_ARMS = ("randsearch", "randsearch-oracle", "blind-random", "fuzzer-random-filter",
+               "trivial-randsearch-oracle")
+PROMPTING_AGENTIC_ARMS = ("zero-shot", "few-shot", "agentic", "agentic-few-shot")
+"""§4.3's "previous prompting and agentic strategies": the non-oracle arms that the search arms'
+distinct invalidated submissions are counted against."""
+POOLED = "(pooled)"
 
 
 def attempts(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -52,6 +57,13 @@ def _num(g: pd.DataFrame, col: str) -> pd.Series:
     if col not in g:
         return pd.Series([float("nan")] * len(g), index=g.index, dtype=float)
     return pd.to_numeric(g[col], errors="coerce")
+
+
+def _truncated(g: pd.DataFrame) -> pd.Series:
+    """Attempts whose (last) answer was cut at max_tokens."""
+    if "truncated" not in g:
+        return pd.Series([False] * len(g), index=g.index)
+    return g["truncated"].fillna(False).astype(bool)
 
 
 def _rate(k: int, n: int) -> float | None:
@@ -92,6 +104,8 @@ def success_table(att: pd.DataFrame, expected: int, key: str = "refute_success",
             "pass_at_1": round(100 * mean_pass_at_k(list(per), 1), 1) if covered else None,
             "errors": int((g["outcome"] == "error").sum()),
             "validation_failures": int(g["reason"].isin(VALIDATION_REASONS).sum()),
+            "truncated": int(_truncated(g).sum()),
+            "no_program_truncated": int(((g["reason"] == "no_program") & _truncated(g)).sum()),
             "mean_generation_s": round(float(gen.mean()), 3) if gen.notna().any() else None,
             "sandbox": sandbox_label(g),
         })
@@ -108,7 +122,10 @@ def success_table(att: pd.DataFrame, expected: int, key: str = "refute_success",
                  "validation_failures": Metric("count", sampled=sampled, higher_is_better=False),
                  "mean_generation_s": Metric("value", higher_is_better=False, unit="s")},
         samples=pd.DataFrame(samples) if samples else None,
-        caption=("solved: problems with at least one attempt judged a counterexample (the "
+        caption=("truncated: attempts whose answer hit max_tokens (no_program_truncated: of "
+                 "those, the ones left without a usable program — a budget problem, not the "
+                 "model's inability). "
+                 "solved: problems with at least one attempt judged a counterexample (the "
                  "validator accepts the input and the wrong solution's output differs from the "
                  "correct one's in one of up to 5 runs, or it crashes or exceeds the time limit). "
                  "success_rate = solved / covered, ci95 its Wilson interval; pass_at_1 the "
@@ -137,15 +154,19 @@ def _reason_counts(att: pd.DataFrame, reasons: tuple[str, ...] | None, key: str,
             row["total"] = int(g["reason"].isin(reasons).sum())
         for r in extra:
             row[r] = int((g["reason"] == r).sum())
+            row[f"{r}_truncated"] = int(((g["reason"] == r) & _truncated(g)).sum())
         rows.append(row)
-    cols = [*names, *(["total"] if reasons else []), *extra]
+    cols = [*names, *(["total"] if reasons else []), *(c for r in extra for c in (r, f"{r}_truncated"))]
     return Table(key=key, title=title, frame=pd.DataFrame(rows) if rows else pd.DataFrame(
         [{"covered": 0, "missing": expected}]), index=INDEX,
         metrics={c: Metric("count", n_column="attempts", sampled=sampled) for c in cols},
         caption=caption)
 
 
-def _bucket_rows(att: pd.DataFrame, attr: str, problems: pd.DataFrame) -> list[dict[str, Any]]:
+def _bucket_rows(att: pd.DataFrame, attr: str, problems: pd.DataFrame,
+                 pooled: bool = False) -> list[dict[str, Any]]:
+    """Per (model, arm), or with `pooled` one row per bucket over every (model, arm, problem)
+    — §5's "average success ... across prompting, agentic and search strategies"."""
     vals = pd.to_numeric(problems[attr], errors="coerce")
     known = problems[vals.notna()]
     if known.empty:
@@ -158,12 +179,14 @@ def _bucket_rows(att: pd.DataFrame, attr: str, problems: pd.DataFrame) -> list[d
     label = {iid: cut for iid, cut in zip(known["instance_id"], cuts, strict=True)
              if isinstance(cut, pd.Interval)}
     rows = []
+    groups: dict[tuple[str, str], dict[Any, list[bool]]] = {}
     for (model, arm), g in att.groupby(["model", "arm"], dropna=False):
         solved = g.groupby("instance_id")["outcome"].agg(lambda s: bool((s == "success").any()))
-        by_bucket: dict[Any, list[bool]] = {}
+        by = groups.setdefault((POOLED, POOLED) if pooled else (model, arm), {})
         for iid, ok in solved.items():
             if iid in label:
-                by_bucket.setdefault(label[iid], []).append(bool(ok))
+                by.setdefault(label[iid], []).append(bool(ok))
+    for (model, arm), by_bucket in groups.items():
         for k, cut in enumerate(sorted(by_bucket, key=lambda c: c.left), start=1):
             oks = by_bucket[cut]
             rows.append({"model": model, "arm": arm, "attribute": attr, "bucket": k,
@@ -174,11 +197,15 @@ def _bucket_rows(att: pd.DataFrame, attr: str, problems: pd.DataFrame) -> list[d
     return rows
 
 
-def buckets_table(att: pd.DataFrame, sampled: bool) -> Table:
+def buckets_table(att: pd.DataFrame, sampled: bool, key: str = "refute_buckets",
+                  pooled: bool = False) -> Table:
     problems = att.drop_duplicates("instance_id")
     rows = [r for attr in BUCKET_ATTRS if attr in att for r in _bucket_rows(att, attr, problems)]
+    if pooled:
+        rows += [r for attr in BUCKET_ATTRS if attr in att
+                 for r in _bucket_rows(att, attr, problems, pooled=True)]
     return Table(
-        key="refute_buckets",
+        key=key,
         title="REFUTE Fig. 4: success by problem rating, author rating and failing test number",
         frame=pd.DataFrame(rows) if rows else pd.DataFrame([{"covered": 0, "missing": 0}]),
         index=("model", "arm", "attribute", "bucket"),
@@ -186,8 +213,10 @@ def buckets_table(att: pd.DataFrame, sampled: bool) -> Table:
         plots=(Plot("bar", x="bucket_label", y=("success_rate",), series="who",
                     x_label="bucket (attribute and its value range)",
                     y_label="success rate (% of problems)"),) if rows else (),
-        caption=("Five percentile buckets of the run's problems per attribute (fewer when values "
-                 "repeat); success_rate: problems solved / problems in the bucket."),
+        caption=("Five percentile buckets of the problems per attribute (fewer when values "
+                 "repeat); success_rate: problems solved / problems in the bucket. Rows "
+                 f"'{POOLED}' (across runs): every model x strategy x problem of the bucket "
+                 "together, as §5 averages over strategies; covered counts those pairs."),
     )
 
 
@@ -212,6 +241,36 @@ def overlap_table(sets: dict[tuple[str, str], set[str]], key: str = "refute_over
         caption=("Rows '(all others)': problems this arm solved that no other arm in the table "
                  "did (the paper's 'distinct submissions invalidated'). Pair rows: solved by "
                  "both, by this arm only, by the other only; covered = solved by either."),
+    )
+
+
+def distinct_table(att: pd.DataFrame, key: str = "refute_distinct") -> Table | None:
+    """§4.3's "distinct submissions invalidated": per arm of a model, the problems it solved
+    that none of that model's prompting and agentic arms (`PROMPTING_AGENTIC_ARMS`, never the
+    oracle ones, never itself) did, as a % of the problems the arm covered (the paper: 6 % for
+    o3-mini's RandSearch, 3 % with the correct solution)."""
+    sets = solved_sets(att)
+    rows = []
+    for (model, arm), g in att.groupby(["model", "arm"], dropna=False):
+        against = sorted(a for (m, a) in sets if m == model and a in PROMPTING_AGENTIC_ARMS and a != arm)
+        if not against:
+            continue
+        others = set().union(*(sets[(str(model), a)] for a in against))
+        mine = sets[(str(model), str(arm))]
+        covered = int(g["instance_id"].nunique())
+        rows.append({"model": model, "arm": arm, "against": ", ".join(against), "covered": covered,
+                     "missing": 0, "solved": len(mine), "distinct_invalidated": len(mine - others),
+                     "pct_of_covered": _rate(len(mine - others), covered)})
+    if not rows:
+        return None
+    return Table(
+        key=key, title="REFUTE §4.3: distinct submissions invalidated (vs. prompting and agentic arms)",
+        frame=pd.DataFrame(rows), index=INDEX,
+        metrics={"pct_of_covered": Metric("rate", n_column="covered", sampled=True)},
+        caption=("distinct_invalidated: problems this arm solved that none of the model's "
+                 "non-oracle prompting and agentic arms ('against') solved; pct_of_covered = that / "
+                 "problems this arm covered (the paper's 6 % RandSearch, 3 % oracle RandSearch "
+                 "for o3-mini)."),
     )
 
 
@@ -290,13 +349,17 @@ def build_tables(run_dir: Path, manifest: dict[str, Any], frames: dict[str, pd.D
     tables.append(_reason_counts(
         att, VALIDATION_REASONS, "refute_validation", "REFUTE §4.2: validation failures per strategy",
         expected, "Attempts whose program ran but whose input never reached the comparison, by "
-        "reason (total); no_program (an answer without a usable program) is counted apart.",
+        "reason (total); no_program (an answer without a usable program) is counted apart, and "
+        "no_program_truncated says how many of those were cut at max_tokens.",
         sampled, extra=("no_program",)))
     tables.append(_reason_counts(
         att, None, "refute_outcomes", "REFUTE: judgement reasons per strategy", expected,
         "Every attempt's named reason (see docs/refute.md for their meaning).", sampled))
     tables.append(buckets_table(att, sampled))
     tables.append(overlap_table(solved_sets(att)))
+    distinct = distinct_table(att)
+    if distinct is not None:
+        tables.append(distinct)
     rs = randsearch_table(att, expected, sampled)
     if rs is not None:
         tables.append(rs)
@@ -306,7 +369,8 @@ def build_tables(run_dir: Path, manifest: dict[str, Any], frames: dict[str, pd.D
 
 
 def compare_runs(loaded: list[tuple[str, dict[str, Any], dict[str, pd.DataFrame]]]) -> list[Table]:
-    """Success and overlap across runs (e.g. one run per strategy): rows keyed by model × arm."""
+    """Success, overlap, distinct invalidated submissions and pooled rating buckets across
+    runs (e.g. one run per strategy): rows keyed by model × arm."""
     frames = []
     for name, _manifest, fr in loaded:
         att = attempts(fr)
@@ -316,4 +380,9 @@ def compare_runs(loaded: list[tuple[str, dict[str, Any], dict[str, pd.DataFrame]
     ids = set(att["instance_id"]) if len(att) else set()
     tables = [success_table(att, len(ids), key="refute_compare_success")]
     tables.append(overlap_table(solved_sets(att), key="refute_compare_overlap"))
+    distinct = distinct_table(att, key="refute_compare_distinct") if len(att) else None
+    if distinct is not None:
+        tables.append(distinct)
+    if len(att):
+        tables.append(buckets_table(att, sampled=True, key="refute_compare_buckets", pooled=True))
     return tables

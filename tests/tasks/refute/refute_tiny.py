@@ -27,6 +27,9 @@ GENERATOR = ("```python\nimport random\nk = random.randint(10**8, 10**9)\n"
 RANDSEARCH = ("Brute force:\n```python\nimport math\nprint(math.isqrt(int(input())))\n```\n"
               "Generator:\n" + GENERATOR)
 MAX_TOKENS = 96
+# answers in the authors' harness format (XML actions), for the run with their templates
+XML_ZERO_SHOT = ("<action><name>print_fail_case</name><code>\nprint(10**18 - 1)\n</code>"
+                 "<lang>Python 3</lang></action>")
 
 
 def options(**over: Any) -> dict[str, Any]:

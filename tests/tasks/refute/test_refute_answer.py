@@ -54,17 +54,18 @@ def test_agent_actions() -> None:
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_prompts_carry_what_each_strategy_promises(strategy: str) -> None:
     p = next(i.payload for i in data.load("sample") if i.payload["problem_id"] == "S07")
-    text = user_prompt(strategy, p, options(search_s=42.0))
+    text = user_prompt(strategy, p, options(search_s=42.0, prompts="veribatch"))
     assert p["statement"] in text and p["wrong_code"] in text
     assert p["example_input"] in text and "1000 ms" in text
     has_correct = p["correct_python"] in text
     assert has_correct == (strategy in ("oracle", "randsearch-oracle"))
-    assert ("Example 3" in text) == (strategy == "few-shot")
-    assert ("ACTION: EXECUTE" in text) == (strategy == "agentic")
+    assert ("Example 3" in text) == (strategy in ("few-shot", "agentic-few-shot"))
+    assert ("ACTION: EXECUTE" in text) == (strategy in ("agentic", "agentic-few-shot"))
     assert ("42 seconds" in text) == (strategy.startswith("randsearch"))
     assert "$" not in text.replace("$$", "")  # every template field was filled
     # the template version is a hash of exactly the files the strategy uses
-    assert len(template_version(strategy)) == 12 and STRATEGY_FILES[strategy]
+    version = template_version(strategy, {"prompts": "veribatch"})
+    assert version.startswith("veribatch:") and len(version) == 22 and STRATEGY_FILES[strategy]
 
 
 def test_blind_prompt_hides_the_wrong_code() -> None:

@@ -119,9 +119,10 @@ def tiny_model(train_tiny_model) -> Path:
 
 
 def _model_run(tmp_path: Path, model: str, strategy: str, dataset: str | None = None,
-               limit: int | None = None, **kw: object):
+               limit: int | None = None, options: tuple[str, ...] = ("prompts=veribatch",)):
+    """A model run; the shared tiny model learned our own templates (the named variant)."""
     plan = plan_run("refute", dataset=dataset, model=model, strategy=strategy, limit=limit,
-                    options=FAST, sampling={"max_tokens": tiny.MAX_TOKENS})
+                    options=[*FAST, *options], sampling={"max_tokens": tiny.MAX_TOKENS})
     out = launch_run(plan, tmp_path / strategy, ExecChoice("local", workers=1), progress=False)
     assert out.ok, out
     return plan, out
@@ -142,6 +143,18 @@ def test_tiny_model_zero_shot_on_the_whole_sample(tmp_path: Path, tiny_model: Pa
     # the other prompts were never trained: whatever came out is recorded, never lost
     others = j.drop(index="refute/sample/S12")
     assert set(others["outcome"]) <= {"failure", "success"} and others["reason"].notna().all()
+
+
+def test_the_filter_row_without_a_blind_generator_is_named_for_the_fuzzer(tmp_path: Path) -> None:
+    """Hub data ships no blind generator: the §4.1 row then runs the example fuzzer and must
+    not be labelled a generator written from the statement."""
+    plan = plan_run("refute", dataset=_export(tmp_path, ("S01",)), options=FAST)
+    out = launch_run(plan, tmp_path / "run", ExecChoice("local", workers=1), progress=False)
+    assert out.ok, out
+    j = _judge(out.rd.root)
+    assert set(j["arm"]) == {"fuzzer-random-filter", "trivial-randsearch-oracle"}
+    row = j[j["arm"] == "fuzzer-random-filter"].iloc[0]
+    assert row["generator_source"] == "trivial example fuzzer" and row["search_limit_s"] == 2
 
 
 def test_tiny_model_oracle_randsearch_and_randsearch_oracle(tmp_path: Path, tiny_model: Path) -> None:
@@ -185,6 +198,33 @@ def test_tiny_model_agentic_through_an_openai_endpoint(tmp_path: Path, tiny_mode
     j = _judge(out.rd.root).iloc[0]
     assert (j["outcome"], j["reason"], j["turns"], j["agent_status"]) == ("success", "differs", 2, "submitted")
     assert j["generation_time_s"] > 0
+
+
+def test_tiny_model_with_the_authors_templates(tmp_path: Path, prompts_server: Path,
+                                              train_tiny_model) -> None:
+    """The default prompts: the authors' templates (served locally, checked by sha256), their
+    hash in the run id, the answer in the harness's XML.  The tiny model's chat template is
+    trained on one user turn, so the run folds the system prompt into it (`system_role=false`);
+    one lesson only, the authors' prompts being long for a model trained in seconds."""
+    from veribatch.tasks.refute.prompt import messages
+
+    p = next(i.payload for i in data.load("sample") if i.payload["problem_id"] == tiny.PROBLEM)
+    (z_msg,) = messages("zero-shot", p, tiny.options(system_role=False))
+    model = train_tiny_model([(z_msg["content"], tiny.XML_ZERO_SHOT)], max_train_s=400.0)
+    dataset = _export(tmp_path, ("S12",))
+    plan, out = _model_run(tmp_path, f"hf:{model}", "zero-shot", dataset, options=("system_role=false",))
+    version = plan.config.versions["prompt"]
+    assert version.startswith("authors@c3d9e6f:") and plan.config.options["prompts"] == "authors"
+    assert plan.run_id != plan_run("refute", dataset=dataset, model=f"hf:{model}", strategy="zero-shot",
+                                   options=[*FAST, "system_role=false", "prompts=veribatch"],
+                                   sampling={"max_tokens": tiny.MAX_TOKENS}).run_id
+    _, stages = load_run(out.rd.root)
+    assert set(stages["generate"].frame["prompt_version"]) == {version}
+    z = _judge(out.rd.root).iloc[0]
+    assert (z["outcome"], z["reason"], z["answer_outcome"]) == ("success", "differs", "ok")
+    assert z["input_excerpt"] == "999999999999999999\n" and not z["truncated"]
+    print(f"authors' templates run: run_id={plan.run_id} prompt={version} outcome={z['outcome']} "
+          f"input={z['input_excerpt']!r}")
 
 
 def test_a_node_without_isolation_records_the_refusal(tmp_path: Path, monkeypatch) -> None:

@@ -109,3 +109,49 @@ def test_filter_table_keeps_what_the_blind_generator_could_not_break(run_dir: Pa
     t = _tables(run_dir, recs, options={"filter": True})["refute_filter"].frame.set_index("instance_id")
     assert list(t["decision"]).count("dropped") == 3 and list(t["decision"]).count("kept") == 6
     assert t.loc[IDS[9], "decision"] == "missing"
+
+
+def test_distinct_invalidated_counts_against_prompting_and_agentic_arms_only(run_dir: Path) -> None:
+    """§4.3: new problems a search arm solves that the non-oracle prompting and agentic arms did
+    not, as % of its covered problems; the oracle arm never counts as 'previous'."""
+    solved = {"zero-shot": {0, 1}, "agentic": {2}, "oracle": {3, 4, 5},
+              "randsearch": {0, 3, 4, 6}, "randsearch-oracle": {1, 3, 7}}
+    recs = [_rec(i, arm, "success" if k in won else "failure", "differs" if k in won else "same_output")
+            for arm, won in solved.items() for k, i in enumerate(IDS)]
+    t = _tables(run_dir, recs)["refute_distinct"].frame.set_index("arm")
+    rs = t.loc["randsearch"]
+    assert rs["against"] == "agentic, zero-shot"
+    # randsearch solved {0, 3, 4, 6}; {0} was solved before; 3, 4 only by the oracle arm
+    assert (rs["distinct_invalidated"], rs["covered"], rs["pct_of_covered"]) == (3, 10, 30.0)
+    assert t.loc["randsearch-oracle", "distinct_invalidated"] == 2  # {3, 7}
+    assert t.loc["zero-shot", "against"] == "agentic"  # never against itself
+    # across runs (one run per strategy) the same figures
+    runs = [(arm, {}, {"judge": pd.DataFrame([r for r in recs if r["arm"] == arm])}) for arm in solved]
+    cmp = {t.key: t for t in compare_runs(runs)}
+    assert cmp["refute_compare_distinct"].frame.set_index("arm").loc["randsearch", "pct_of_covered"] == 30.0
+
+
+def test_compare_pools_rating_buckets_across_runs(run_dir: Path) -> None:
+    """§5 Fig. 4 averages success over strategies: buckets cut on the problems of all runs,
+    one pooled row per bucket over every (model, arm, problem)."""
+    a = [_rec(i, "zero-shot", "success" if k < 2 else "failure", "differs") for k, i in enumerate(IDS)]
+    b = [_rec(i, "randsearch", "success" if k in (0, 9) else "failure", "differs") for k, i in enumerate(IDS)]
+    t = {x.key: x for x in compare_runs([("r1", {}, {"judge": pd.DataFrame(a)}),
+                                         ("r2", {}, {"judge": pd.DataFrame(b)})])}["refute_compare_buckets"].frame
+    pooled = t[(t["arm"] == "(pooled)") & (t["attribute"] == "problem_rating")].set_index("bucket")
+    assert list(pooled.index) == [1, 2, 3, 4, 5] and set(pooled["covered"]) == {4}  # 2 problems x 2 arms
+    # bucket 1 = P0, P1: zero-shot solved both, randsearch P0 → 3 of 4
+    assert pooled.loc[1, "success_rate"] == 75.0 and pooled.loc[5, "success_rate"] == 25.0
+    per_arm = t[(t["arm"] == "zero-shot") & (t["attribute"] == "problem_rating")]
+    assert per_arm.set_index("bucket").loc[1, "success_rate"] == 100.0
+
+
+def test_truncations_are_counted_apart(run_dir: Path) -> None:
+    recs = [_rec(IDS[0], "zero-shot", "failure", "no_program", truncated=True, answer_outcome="truncated"),
+            _rec(IDS[1], "zero-shot", "failure", "no_program", truncated=False, answer_outcome="no_block"),
+            _rec(IDS[2], "zero-shot", "success", "differs", truncated=True)]
+    t = _tables(run_dir, recs)
+    s = t["refute_success"].frame.iloc[0]
+    assert (s["truncated"], s["no_program_truncated"]) == (2, 1)
+    v = t["refute_validation"].frame.iloc[0]
+    assert (v["no_program"], v["no_program_truncated"]) == (2, 1)

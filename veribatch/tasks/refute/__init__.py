@@ -10,6 +10,7 @@ by `aggregate/refute.py` from the records alone.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -17,7 +18,17 @@ from veribatch.tasks.base import Instance, RunConfig, Stage, Task, register
 from veribatch.tasks.refute import data
 from veribatch.tasks.sampling import model_run_sampling, resolve_samples
 
-STRATEGIES = ("zero-shot", "few-shot", "oracle", "agentic", "randsearch", "randsearch-oracle")
+STRATEGIES = ("zero-shot", "few-shot", "oracle", "agentic", "agentic-few-shot", "randsearch",
+              "randsearch-oracle")
+
+# Reasoning models (the paper's: o3-mini (high), DeepSeek R1, Gemini 2.0 Flash Thinking) get
+# the harness's `reasoning_*` system prompts and a token budget that holds their thinking:
+# the harness asked R1 and o3-mini for max_tokens 50000; 2048 cut them off into `no_program`.
+# `-o reasoning=auto` recognises them by name (word-bounded, case-insensitive).
+REASONING_NAME = re.compile(
+    r"(?<![a-z0-9])(o1|o3|o4)(-mini|-pro)?(?![a-z0-9])|deepseek-r1|(?<![a-z0-9])r1(?![a-z0-9])|"
+    r"r1-distill|qwq|thinking|reasoner|gpt-oss|magistral|qwen3", re.IGNORECASE)
+REASONING_MAX_TOKENS = 50000
 
 # Limits per dataset when the user sets none.  The hub data gets the paper's/harness's:
 # RandSearch 2 min (§4.3), the §4.1 filter 1 min, 20 s per run, 1 min for the model's program.
@@ -64,6 +75,9 @@ class RefuteTask(Task):
             "search_validate": False,  # validate each RandSearch input (the harness did not)
             "filter": False,         # the §4.1 construction filter (`launch refute filter`)
             "generate_batch": 16,
+            "prompts": "authors",    # authors (the harness's templates, pinned) | veribatch (ours)
+            "system_role": True,     # false: the system prompt goes into the user message
+            "reasoning": "auto",     # auto (by model name) | true | false: reasoning_* prompts, budget
         }
 
     def default_sampling(self, config_model: str | None) -> dict[str, Any]:
@@ -71,7 +85,7 @@ class RefuteTask(Task):
             return {}
         from veribatch.tasks.refute.stages import MAX_TOKENS
 
-        return model_run_sampling(MAX_TOKENS)
+        return model_run_sampling(REASONING_MAX_TOKENS if is_reasoning_model(config_model) else MAX_TOKENS)
 
     def resolve_config(self, config: RunConfig) -> RunConfig:
         """Dataset limits, effective temperature, the judge's version; refuses (exit 2) where
@@ -85,7 +99,15 @@ class RefuteTask(Task):
                 o[key] = value
         if o["sandbox"] not in ("auto", "bwrap", "apptainer", "unsafe"):
             raise ValueError(f"sandbox={o['sandbox']!r}: expected auto, bwrap, apptainer or unsafe")
-        config = resolve_samples(replace(config, options=o))
+        o["reasoning"] = resolve_reasoning(o.get("reasoning"), config.model)
+        config = resolve_samples(replace(config, options=o, sampling=_budget(config, o["reasoning"])))
+        if config.model is not None:
+            from veribatch.tasks.refute.prompt import prompt_set
+
+            if prompt_set(o) == "authors":  # fetched and checked here: offline fails at plan time
+                from veribatch.tasks.refute import harness_prompts
+
+                harness_prompts.fetch()
         if o["sandbox"] == "auto":
             from veribatch.tasks.refute.problem import sandbox
             from veribatch.verifiers.judge import SandboxUnavailable
@@ -105,7 +127,8 @@ class RefuteTask(Task):
 
         v = {"judge": JUDGE_RULES_VERSION}
         if config.model is not None:
-            v.update(prompt=template_version(prompt_strategy(config)), parser=PARSER_VERSION)
+            v.update(prompt=template_version(prompt_strategy(config), config.options),
+                     parser=PARSER_VERSION)
         else:
             v["reference"] = REFERENCE_VERSION
         return v
@@ -116,10 +139,45 @@ class RefuteTask(Task):
         return build_stages(config)
 
 
+def is_reasoning_model(model: str | None) -> bool:
+    return bool(model) and REASONING_NAME.search(str(model).split(":", 1)[-1]) is not None
+
+
+def resolve_reasoning(value: Any, model: str | None) -> bool:
+    """`-o reasoning` → a bool recorded in the run's options (so in its identity)."""
+    if isinstance(value, bool):
+        return value
+    low = str(value if value is not None else "auto").strip().lower()
+    if low == "auto":
+        return is_reasoning_model(model)
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"reasoning={value!r}: expected auto, true or false")
+
+
+def _budget(config: RunConfig, reasoning: bool) -> dict[str, Any]:
+    """The default token budget follows the resolved reasoning choice (`default_sampling`
+    saw only the model name); a budget the user set is kept — unless it equals the other
+    default exactly, which this cannot tell apart from no choice."""
+    from veribatch.tasks.refute.stages import MAX_TOKENS
+
+    s = dict(config.sampling)
+    if config.model is None:
+        return s
+    if reasoning and s.get("max_tokens") == MAX_TOKENS:
+        s["max_tokens"] = REASONING_MAX_TOKENS
+    elif not reasoning and s.get("max_tokens") == REASONING_MAX_TOKENS:
+        s["max_tokens"] = MAX_TOKENS
+    return s
+
+
 JUDGE_RULES_VERSION = "refute-judge-1"
 """Bump when the judgement rules change (comparison, run order, reasons)."""
-REFERENCE_VERSION = "fuzz-1"
-"""Bump when the reference rows' generators change (`tasks.refute.fuzz`)."""
+REFERENCE_VERSION = "fuzz-2"
+"""Bump when the reference rows' generators or labels change (`tasks.refute.fuzz`; 2: the
+filter row without a blind generator is `fuzzer-random-filter`)."""
 
 
 def judge_version(config: RunConfig) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 from veribatch.tasks.base import Instance, RunConfig, instance_dirname
 from veribatch.tasks.refute import answer
-from veribatch.tasks.refute.prompt import feedback, user_prompt
+from veribatch.tasks.refute.prompt import feedback, messages
 
 TRANSCRIPT_VERSION = 1
 
@@ -42,6 +42,8 @@ class Conversation:
     resubmissions: int = 0
     validation_failures: int = 0
     turns: int = 0
+    truncated_turns: int = 0  # replies cut at max_tokens
+    last_truncated: bool = False
     status: str = "running"  # running | submitted | validation_failed | out_of_turns | engine_error
     submission: answer.Code | None = None
     generation_time_s: float = 0.0
@@ -133,12 +135,12 @@ def run_conversations(
     for inst in instances:
         work = scratch / "agent" / instance_dirname(inst.id)
         sols[inst.id] = solutions(inst, work)
-        first = {"role": "user", "content": user_prompt("agentic", inst.payload, o)}
-        convs += [Conversation(inst, k, [dict(first)], work / f"s{k}") for k in range(n)]
+        first = messages(config.strategy, inst.payload, o)
+        convs += [Conversation(inst, k, [dict(m) for m in first], work / f"s{k}") for k in range(n)]
     max_turns = int(o["max_turns"])
     while any(c.active for c in convs):
         active = [c for c in convs if c.active]
-        reqs = [Request(id=f"{c.inst.id}#agentic#s{c.sample}#t{c.turns}",
+        reqs = [Request(id=f"{c.inst.id}#{config.strategy}#s{c.sample}#t{c.turns}",
                         messages=tuple(Message(m["role"], m["content"]) for m in c.messages),
                         sampling=Sampling(n=1, temperature=sampling.temperature, top_p=sampling.top_p,
                                           max_tokens=sampling.max_tokens, seed=sampling.seed + c.sample,
@@ -153,11 +155,13 @@ def run_conversations(
     for c in convs:
         sub = c.submission
         records.setdefault(c.inst.id, []).append({
-            "arm": "agentic", "strategy": "agentic", "sample_index": c.sample,
+            "arm": config.strategy, "strategy": config.strategy, "sample_index": c.sample,
             "status": c.status, "answer_outcome": sub.outcome if sub else "no_submission",
             "generator_lang": sub.lang if sub else None, "generator_code": sub.code if sub else None,
             "turns": c.turns, "executions": c.executions, "resubmissions": c.resubmissions,
             "validation_failures": c.validation_failures,
+            "truncated_turns": c.truncated_turns,
+            "truncated": c.last_truncated and c.status != "submitted",
             "generation_time_s": round(c.generation_time_s, 6), "prompt_tokens": c.prompt_tokens,
             "completion_tokens": c.completion_tokens, "model_spec": config.model,
             "transcript": _transcript(c, run_dir, scratch / "transcripts"),
@@ -176,6 +180,8 @@ def _advance(conv: Conversation, comp: Any, o: dict[str, Any], sol: Any, limits:
         conv.events.append({"turn": conv.turns, "kind": "engine_error", "error": comp.error})
         return
     conv.messages.append({"role": "assistant", "content": comp.text})
+    conv.last_truncated = comp.finish_reason == "length"
+    conv.truncated_turns += int(conv.last_truncated)
     act = answer.action(comp.text, comp.finish_reason)
     reply: str
     if act.kind == "execute":

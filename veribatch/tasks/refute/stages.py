@@ -9,9 +9,10 @@
   RandSearch / RandSearch-oracle — search with the model's generator against the model's
   brute force / the correct solution, then judge the input found.
   Without a model it runs the reference rows, labelled as what they are:
-  ``blind-random`` (§4.1: a random generator written from the statement alone — the
-  sample ships one per problem; other data falls back to the trivial generator — run
-  against the correct solution for `filter_s`) and ``trivial-randsearch-oracle`` (the
+  ``blind-random`` (§4.1: a random generator written from the statement alone — only the
+  sample ships one per problem — run against the correct solution for `filter_s`; a
+  problem without one, e.g. all hub data, runs the example fuzzer instead and its row is
+  ``fuzzer-random-filter``, never ``blind-random``) and ``trivial-randsearch-oracle`` (the
   oracle RandSearch with the trivial example fuzzer, `tasks.refute.fuzz`, for `search_s`).
   With ``-o filter=true`` (``launch refute filter``) only the blind row runs; with a model,
   the model writes the blind generator from the statement alone.
@@ -38,7 +39,7 @@ from veribatch.tasks.base import (
     instance_dirname,
 )
 from veribatch.tasks.refute import answer
-from veribatch.tasks.refute.prompt import template_version, user_prompt
+from veribatch.tasks.refute.prompt import AGENTIC, messages, template_version
 from veribatch.tasks.sampling import sampling_for
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,9 @@ log = logging.getLogger(__name__)
 STANDARD = ("zero-shot", "few-shot", "oracle")
 SEARCH = ("randsearch", "randsearch-oracle")
 ARM_BLIND = "blind-random"
+ARM_FUZZ_FILTER = "fuzzer-random-filter"
+"""The §4.1 filter's row where the problem has no blind generator: the example fuzzer
+(`tasks.refute.fuzz`) searched for `filter_s` — not a generator written from the statement."""
 ARM_TRIVIAL = "trivial-randsearch-oracle"
 REFERENCE_MODEL = "reference (no model)"
 
@@ -55,14 +59,21 @@ def prompt_strategy(config: RunConfig) -> str:
 
 
 def arms(config: RunConfig) -> list[str]:
+    """The arms of a run, in record order.  Without a model the first one is the §4.1 blind
+    row, named per problem by `blind_arm` (`ARM_BLIND` or `ARM_FUZZ_FILTER`)."""
     if config.model:
         return [ARM_BLIND if config.options.get("filter") else config.strategy]
     return [ARM_BLIND] if config.options.get("filter") else [ARM_BLIND, ARM_TRIVIAL]
 
 
+def blind_arm(inst: Instance) -> str:
+    return ARM_BLIND if inst.payload.get("x_blind_generator") else ARM_FUZZ_FILTER
+
+
 # ---------------------------------------------------------------- generate
 
-MAX_TOKENS = 2048  # a model run's default answer budget (`RefuteTask.default_sampling`)
+MAX_TOKENS = 2048  # a chat model run's default answer budget (`RefuteTask.default_sampling`;
+# reasoning models get `tasks.refute.REASONING_MAX_TOKENS`)
 
 
 def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
@@ -72,10 +83,11 @@ def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
     config = ctx.config
     assert config.model is not None
     strategy = prompt_strategy(config)
-    version = template_version(strategy)
+    version = template_version(strategy, config.options)
     sampling = sampling_for(config, MAX_TOKENS)
     requests = [Request(id=f"{inst.id}#{strategy}",
-                        messages=(Message("user", user_prompt(strategy, inst.payload, config.options)),),
+                        messages=tuple(Message(m["role"], m["content"])
+                                       for m in messages(strategy, inst.payload, config.options)),
                         sampling=sampling) for inst in instances]
     batch = int(config.options.get("generate_batch", 16))
     with open_engine(config.model, cache_dir=ctx.run_dir / "cache" / "completions") as engine:
@@ -85,6 +97,7 @@ def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
                                         engine.generate(chunk), strict=True):
                 recs = [{**completion_to_record(engine, req, c), "arm": arms(config)[0],
                          "strategy": strategy, "status": "error" if c.error else "ok",
+                         "truncated": c.finish_reason == "length",
                          "model_spec": config.model, "generation_time_s": c.latency_s,
                          "prompt_version": version} for c in comps]
                 ctx.progress()
@@ -107,7 +120,7 @@ def run_agent(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
     except SandboxUnavailable as e:
         for inst in instances:
             ctx.progress()
-            yield InstanceResult(inst.id, [{"arm": "agentic", "strategy": "agentic", "sample_index": -1,
+            yield InstanceResult(inst.id, [{"arm": config.strategy, "strategy": config.strategy, "sample_index": -1,
                                             "status": "sandbox_refused", "error": str(e)}])
         return
     batch = max(1, int(config.options.get("generate_batch", 16)) // max(1, int(config.options.get("n_samples", 1))))
@@ -183,7 +196,8 @@ def judge_reference(inst: Instance, config: RunConfig, arm: str, sol: Any, work:
 
     rec = _base(inst, config, arm)
     fuzzer = ExampleFuzzer(inst.payload.get("example_input") or "", seed_for(f"{inst.id}#{arm}"))
-    if arm == ARM_BLIND:
+    if arm in (ARM_BLIND, ARM_FUZZ_FILTER):
+        arm = rec["arm"] = blind_arm(inst)
         time_s = float(config.options["filter_s"])
         blind = inst.payload.get("x_blind_generator")
         gen = program(work, "blind_generator", "python", blind) if blind else fuzzer.draw
@@ -211,14 +225,16 @@ def judge_model(inst: Instance, config: RunConfig, gen_rec: Record, sol: Any, wo
     k = int(gen_rec.get("sample_index") or 0)
     rec = _base(inst, config, arm)
     rec.update(sample_index=k, generation_time_s=gen_rec.get("generation_time_s"))
-    if strategy == "agentic" and not config.options.get("filter"):
-        for key in ("turns", "executions", "resubmissions", "validation_failures", "transcript"):
+    if strategy in AGENTIC and not config.options.get("filter"):
+        for key in ("turns", "executions", "resubmissions", "validation_failures", "transcript",
+                    "truncated_turns"):
             rec[key] = gen_rec.get(key)
         rec["agent_status"] = gen_rec.get("status")
         code = answer.Code(str(gen_rec.get("answer_outcome")), gen_rec.get("generator_lang"),
                            gen_rec.get("generator_code"))
         if gen_rec.get("status") in ("engine_error", "sandbox_refused"):
             code = answer.Code(str(gen_rec.get("status")), None, None)
+        rec["truncated"] = bool(gen_rec.get("truncated"))
         brute = None
     else:
         if gen_rec.get("status") != "ok":
@@ -226,6 +242,7 @@ def judge_model(inst: Instance, config: RunConfig, gen_rec: Record, sol: Any, wo
                        **judgement("no_program", f"engine error: {gen_rec.get('completion_error')}").to_record())
             return rec
         text, finish = gen_rec.get("completion_text"), gen_rec.get("finish_reason")
+        rec["truncated"] = finish == "length"
         if strategy == "randsearch" and not config.options.get("filter"):
             brute, code = answer.randsearch(text, finish)
             rec["brute_outcome"], rec["brute_lang"] = brute.outcome, brute.lang
@@ -304,7 +321,8 @@ def run_judge(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
         work = ctx.scratch_dir() / "judge" / instance_dirname(inst.id)
         recs: list[Record] = []
         if refused is not None:
-            recs = [_refused(inst, config, arm, refused) for arm in arms(config)]
+            recs = [_refused(inst, config, blind_arm(inst) if arm == ARM_BLIND and not config.model
+                             else arm, refused) for arm in arms(config)]
         elif config.model:
             sol = solutions(inst, work)
             gens = upstream.get(inst.id) or []
@@ -331,7 +349,7 @@ def run_judge(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
 
 
 def needs_agent(config: RunConfig) -> bool:
-    return config.model is not None and config.strategy == "agentic" and not config.options.get("filter")
+    return config.model is not None and config.strategy in AGENTIC and not config.options.get("filter")
 
 
 def build_stages(config: RunConfig) -> list[Stage]:
