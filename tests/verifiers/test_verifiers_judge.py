@@ -62,6 +62,10 @@ def test_token_comparison_follows_the_harness() -> None:
     assert not outputs_match("1.0", "1")  # exact answers: numbers compared as text
     assert not outputs_match("abc", "ABC")  # only YES/NO tokens are case-insensitive
     assert not outputs_match("YES", "NO")
+    # the harness's rule (-o compare=harness): YES/NO mode only when every jury token is YES/NO
+    assert outputs_match("YES 1 2", "Yes 1 2") and not outputs_match("YES 1 2", "Yes 1 2", "harness")
+    assert outputs_match("YES\nno", "yes NO", "harness") and not outputs_match("YES", "1", "harness")
+    assert not outputs_match("YES no", "yes", "harness") and outputs_match("", "\n", "harness")
     # per token, also when the answer mixes YES with a construction (the harness did not)
     assert outputs_match("Yes\n1 2", "YES 1 2")
     assert first_difference("1 2 3", "1 5 3") == "token 2: expected '2', found '5'"

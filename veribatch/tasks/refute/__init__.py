@@ -73,6 +73,7 @@ class RefuteTask(Task):
             "max_resubmissions": 5,
             "max_turns": 24,
             "search_validate": False,  # validate each RandSearch input (the harness did not)
+            "compare": "per-token",  # per-token | harness (YES/NO mode only if every jury token is)
             "filter": False,         # the §4.1 construction filter (`launch refute filter`)
             "generate_batch": 16,
             "prompts": "authors",    # authors (the harness's templates, pinned) | veribatch (ours)
@@ -97,6 +98,8 @@ class RefuteTask(Task):
         for key, value in LIMIT_DEFAULTS[kind].items():
             if o.get(key) is None:
                 o[key] = value
+        if o["compare"] not in ("per-token", "harness"):
+            raise ValueError(f"compare={o['compare']!r}: expected per-token or harness")
         if o["sandbox"] not in ("auto", "bwrap", "apptainer", "unsafe"):
             raise ValueError(f"sandbox={o['sandbox']!r}: expected auto, bwrap, apptainer or unsafe")
         o["reasoning"] = resolve_reasoning(o.get("reasoning"), config.model)

@@ -52,7 +52,8 @@ def judge_limits(config: RunConfig) -> Any:
 
     o = config.options
     return JudgeLimits(run_s=float(o["run_s"]), generator_s=float(o["generator_s"]),
-                       memory_mb=int(o["memory_mb"]), runs=int(o["runs"]))
+                       memory_mb=int(o["memory_mb"]), runs=int(o["runs"]),
+                       compare=str(o.get("compare") or "per-token"))
 
 
 SHIPPED_ONLY_NOTE = (

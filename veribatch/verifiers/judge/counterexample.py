@@ -85,6 +85,7 @@ class JudgeLimits:
     memory_mb: int = 2048
     runs: int = 5
     input_cap: int = 64 * 2**20
+    compare: str = "per-token"  # `compare.RULES`: per-token | harness
 
 
 @dataclass
@@ -230,7 +231,7 @@ def _judge_input(
             return judgement("judge_error", f"wrong solution: {wrong.reason}", runs=runs, **info)
         if wrong.verdict is not Verdict.OK:
             return judgement(_WRONG_FAIL[wrong.verdict], str(wrong.reason), runs=runs, **info)
-        diff = first_difference(correct.output, wrong.output)
+        diff = first_difference(correct.output, wrong.output, limits.compare)
         if diff is not None:
             return judgement("differs", diff, runs=runs, **info)
     return judgement("same_output", f"identical outputs in {runs} run(s)", runs=runs, **info)

@@ -149,7 +149,7 @@ def random_search(
                                   detail=last_fail)
                 continue
             brute_fail = 0
-            diff = first_difference(r.output, w.output)
+            diff = first_difference(r.output, w.output, limits.compare)
             if diff is not None:
                 return result("found", data, diff, "differs")
     return result("nothing_found", detail=f"{len(seen)} distinct input(s) in {time_s:g} s"
