@@ -358,7 +358,8 @@ def no_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     shutil.rmtree(where, ignore_errors=True)
 
 
-def test_no_isolation_is_refused_unless_explicitly_unsafe(no_bwrap, write, tmp_path: Path) -> None:
+def test_no_isolation_is_refused_unless_explicitly_unsafe(no_bwrap, write, tmp_path: Path,
+                                                         prompts_server: Path) -> None:
     from veribatch.launch.api import plan_run
     from veribatch.verifiers.judge import SandboxUnavailable
 
