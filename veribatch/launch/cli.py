@@ -175,7 +175,9 @@ def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
                   str(s.cpus_per_task), str(s.gpus_per_task), str(s.mem_gb))
     t.add_row("aggregate", "cpu", "all", "1", "-", "1", "0", "4")
     out.print(t)
-    out.print(f"{len(plan.instances)} instances, dataset {plan.config.dataset!r}, "
+    drawn = (f" (a random sample, --sample {plan.config.sample} --sample-seed {plan.config.sample_seed})"
+             if plan.config.sample is not None else "")
+    out.print(f"{len(plan.instances)} instances{drawn}, dataset {plan.config.dataset!r}, "
               f"model {plan.config.model or '(reference arms)'}, executor {choice.executor}"
               + (f", profile {choice.profile}" if choice.profile else ""), highlight=False)
     if choice.executor == "slurm":
@@ -294,6 +296,10 @@ def _task_app(name: str) -> typer.Typer:
         qos: Annotated[str | None, typer.Option(help="SLURM QOS (overrides profile).")] = None,
         shards: Annotated[int, typer.Option(help="Shards per stage.")] = 1,
         limit: Annotated[int | None, typer.Option(help="Use only K instances (the task's first K).")] = None,
+        sample: Annotated[int | None, typer.Option(help="Use a seeded random sample of K instances "
+                                                   "(see --sample-seed; part of the run id).")] = None,
+        sample_seed: Annotated[int, typer.Option(help="Seed of --sample (not the model's "
+                                                 "sampling --seed).")] = 0,
         option: Annotated[list[str] | None, typer.Option("--option", "-o",
                                                          help="Task option KEY=VALUE (listed "
                                                               "above); repeatable.")] = None,
@@ -324,7 +330,8 @@ def _task_app(name: str) -> typer.Typer:
         def go() -> int:
             plan = plan_run(name, dataset=dataset, model=model, sampling=sampling,
                             options=option or (), shards=shards, limit=limit,
-                            strategy=strategy, verifier=verifier)
+                            strategy=strategy, verifier=verifier, sample=sample,
+                            sample_seed=sample_seed)
             choice.validate([(s.name, s.resource) for s in plan.stages])
             root = run_directory(plan, runs_dir, run_name)
             from veribatch.tasks.base import get_task

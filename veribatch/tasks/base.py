@@ -92,6 +92,10 @@ class RunConfig:
     limits: Mapping[str, Any] = field(default_factory=dict)
     shards: int = 1
     limit: int | None = None
+    # `--sample K --sample-seed S`: a seeded random sample of K instances (InvBench §5.4's
+    # "random sample of 100 problems"); `limit` takes the first K instead.
+    sample: int | None = None
+    sample_seed: int = 0
     options: Mapping[str, Any] = field(default_factory=dict)
     # Versions of what turns inputs into results beyond the fields above: prompt templates,
     # answer parsers, the verifier encoding...  Filled at plan time from `Task.versions`, so a
@@ -99,7 +103,10 @@ class RunConfig:
     versions: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return json.loads(json.dumps(asdict(self), sort_keys=True, default=str))
+        d = asdict(self)
+        if d["sample"] is None:  # no sample: the run id of a config from before the option
+            del d["sample"], d["sample_seed"]
+        return json.loads(json.dumps(d, sort_keys=True, default=str))
 
     def identity(self) -> str:
         """A sha256 over the canonical JSON of the config; same inputs ⇒ same hash."""
