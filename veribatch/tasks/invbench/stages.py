@@ -44,6 +44,7 @@ from veribatch.tasks.invbench.decision import CandidateRun, run_candidates
 from veribatch.tasks.invbench.instrument import InstrumentationError, instrument_all
 from veribatch.tasks.invbench.markers import MarkedProgram, mark
 from veribatch.tasks.invbench.prompt import build_request, template_hash
+from veribatch.tasks.invbench.to_scope import to_scope
 from veribatch.tasks.invbench.validation import Valid, validate
 from veribatch.tasks.sampling import sampling_for
 from veribatch.verifiers.result import Status
@@ -224,6 +225,7 @@ class Candidate:
     problem: str | None = None  # why there is no q: the record's reason
     problem_status: str = "unparsable"  # unparsable | engine_error | not_at_loop_head
     dropped: list[str] = field(default_factory=list)  # verifier invariants left out, and why
+    pruned: list[str] = field(default_factory=list)  # parts out of scope removed (`to_scope`)
 
 
 def _candidates_from_model(gen: list[Record], labels: list[int]) -> list[Candidate]:
@@ -267,7 +269,14 @@ def _candidate_from_verifier(invariants: list[dict[str, Any]], marked: MarkedPro
             where = f"loop {inv['loop']}" if inv.get("loop") is not None else f"line {inv.get('line')}"
             cand.dropped.append(f"{where}: not a loop head of the program")
             continue
-        cand.invariants.append((int(loop), str(inv.get("invariant", ""))))
+        # Ultimate's names out of scope at the loop head (`cond`, SSA names, quantifiers over
+        # them) are dead there: removed, which keeps ψ an invariant (`to_scope`)
+        scoped = to_scope(str(inv.get("invariant", "")), marked.scopes[int(loop)])
+        cand.pruned.extend(f"loop {loop}: {part}" for part in scoped.removed)
+        if scoped.predicate is None:
+            cand.dropped.append(f"loop {loop}: nothing left in scope at the loop head")
+            continue
+        cand.invariants.append((int(loop), scoped.predicate))
     if not cand.invariants:
         cand.problem, cand.problem_status = "no invariant at a loop head: " + "; ".join(cand.dropped), "not_at_loop_head"
     return cand
@@ -379,7 +388,9 @@ def verify_instance(
         if len(cand.invariants) == 1:
             rec.update(label=cand.invariants[0][0], predicate=cand.invariants[0][1])
         valid = _validated(cand, marked, rec)
-        rec.update(n_invariants=len(cand.invariants), n_dropped=len(cand.dropped))
+        rec.update(n_invariants=len(cand.invariants), n_dropped=len(cand.dropped), n_pruned=len(cand.pruned))
+        if cand.pruned:
+            rec["pruned"] = "; ".join(cand.pruned)
         if cand.dropped and "reason" not in rec:
             rec["reason"] = "left out: " + "; ".join(cand.dropped)
         if valid is None:
