@@ -113,6 +113,8 @@ def speedup_row(rows: pd.DataFrame) -> dict[str, Any]:
         # instances whose decision timeout fell back to the budget (unsolved baseline,
         # or no recorded reference time)
         "timeout_fallback": int((column(rows, "timeout_source", "") == "budget-fallback").sum()),
+        # instances whose d_a/d_b ran one after the other: the node had fewer CPUs than d_a ∥ d_b need
+        "sequential": int((column(rows, "schedule", "") == "sequential").sum()),
     }
 
 
@@ -178,7 +180,9 @@ def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame
                 "cases; Speedup_all: mean over covered instances with non-speedups counted as 1, "
                 f"{SPEEDUP_ALL_NOTE} "
                 f"Decision timeouts — {timeout_label(manifest)} (timeout_fallback: instances that "
-                "got the budget instead). Arm 'verifier-invariant' feeds back verifier invariants "
+                "got the budget instead; sequential: instances whose d_a and d_b ran one after the other, "
+                "each with the shard's CPUs, because it had fewer than d_a ∥ d_b need — decision "
+                "time as if in parallel). Arm 'verifier-invariant' feeds back verifier invariants "
                 "(§5.4), all of a program's together, with generation time 0; it is not model "
                 "output. Instances the baseline did not solve have no speedup."
             ),

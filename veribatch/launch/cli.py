@@ -195,8 +195,14 @@ def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
         from .executors.local import available_cpus
 
         n, why = available_cpus()
-        out.print(f"  local executor: {choice.workers or n} CPU(s) for shard processes"
+        budget = choice.workers or n
+        out.print(f"  local executor: {budget} CPU(s) for shard processes"
                   + ("" if choice.workers else f" ({why})"), highlight=False)
+        for s in plan.stages:  # a resource cap is said, not applied quietly
+            if s.cpus_per_task > budget:
+                out.print(f"  {s.name}: asks for {s.cpus_per_task} CPUs per shard, capped at {budget} "
+                          "(the shard is told; see the task's docs for what it does about it)",
+                          highlight=False)
 
 
 def _describe_todo(o: LaunchOutcome, choice: ExecChoice) -> None:

@@ -37,6 +37,7 @@ from veribatch.tasks.base import (
     RunConfig,
     Stage,
     StageContext,
+    granted_cpus,
     instance_dirname,
 )
 from veribatch.tasks.invbench.answer import Answer, parse_answer
@@ -126,6 +127,7 @@ def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
     budget = float(config.options["budget_s"])
     verifier = verifier_for(config)
     limits = _limits(config, budget)
+    granted = granted_cpus()
     for inst in instances:
         work = ctx.scratch_dir() / "baseline" / instance_dirname(inst.id)
         work.mkdir(parents=True, exist_ok=True)
@@ -147,6 +149,8 @@ def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
             "termination_reason": res.termination_reason,
             "reason": res.reason,
             "budget_s": budget,
+            "cpus_needed": QUERY_CORES.get(config.verifier, 1),
+            "cpus_granted": granted,
             "expected_verdict": expected,
             "verdict_conflict": bool(res.status.decided and expected and str(res.status) != expected),
             "reference_time_s": inst.meta.get("reference_time_s"),
@@ -414,8 +418,17 @@ def verify_instance(
         runs.append(run)
         by_run[cand.index] = rec
     head["n_valid"] = len(runs)
+    # d_a ∥ d_b as the paper ran them needs a core set per query, as many as the baseline
+    # had; with fewer (a laptop, the local executor's cap) the queries run one after the
+    # other, each with all of them (see `decision._run_sequentially`) — said in the record
+    needed = 2 * len(runs) * QUERY_CORES.get(config.verifier, 1)
+    granted = granted_cpus()
+    sequential = bool(runs) and granted < needed
+    head.update(cpus_needed=needed, cpus_granted=granted,
+                schedule="sequential" if sequential else "parallel")
     if runs:
-        run_candidates(verifier, runs, _limits(config, timeout), work, make_query=_query)
+        run_candidates(verifier, runs, _limits(config, timeout), work, make_query=_query,
+                       sequential=sequential)
     winner: CandidateRun | None = None
     for run in runs:
         rec = by_run[run.index]
