@@ -65,6 +65,19 @@ def test_default_limits_have_no_cpu_cap() -> None:
     assert Limits(wall_s=10).key() == Limits(wall_s=10, cpu_s=math.inf).key()  # one limit, one cache key
 
 
+def test_benchmark_callers_ask_for_no_cpu_cap() -> None:
+    """CE-Bench's labelling and InvBench's queries build Limits from a wall budget only."""
+    from veribatch.tasks.base import RunConfig
+    from veribatch.tasks.cebench.stages import _limits as cebench_limits
+    from veribatch.tasks.invbench import InvBenchTask
+    from veribatch.tasks.invbench.stages import _limits as invbench_limits
+
+    ce = RunConfig(task="cebench", dataset="sample", dataset_hash="x", options={"budget_s": 30})
+    inv = RunConfig(task="invbench", dataset="sample", dataset_hash="x", options=InvBenchTask().default_options())
+    assert cebench_limits(ce).cpu_cap == math.inf and cebench_limits(ce).wall_s == 30
+    assert invbench_limits(inv, 7.5).cpu_cap == math.inf
+
+
 def test_two_threads_past_the_wall_limit_in_cpu_are_not_stopped(burner: Path, tmp_path: Path) -> None:
     ex = execute([str(burner), str(TARGET_CPU_S), str(STOP_WALL_S), str(THREADS)], Limits(wall_s=WALL_S),
                  tmp_path / "o.log")

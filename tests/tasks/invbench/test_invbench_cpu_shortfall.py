@@ -36,7 +36,9 @@ done
 case "$(basename "$file")" in cand*) work={query};; *) work={baseline};; esac
 burn() {{ {python} -c "import time
 while time.process_time() < $work: pass"; }}
+echo "start $(basename "$file") $(date +%s.%N)" >> "{spans}"
 burn & burn & wait
+echo "end $(basename "$file") $(date +%s.%N)" >> "{spans}"
 cp "{case}/witness.graphml" "$wd/"
 cat "{case}/stdout.txt"
 exit $(cat "{case}/exit_code.txt")
@@ -50,7 +52,8 @@ def two_process_uautomizer(shared_data: Path, tmp_path: Path, monkeypatch: pytes
     bindir.mkdir()
     exe = bindir / "Ultimate.py"
     exe.write_text(STAND_IN.format(rec=rec, case=rec / "true_invariants", query=QUERY_WORK_S,
-                                   baseline=BASELINE_WORK_S, python=shutil.which("python3")))
+                                   baseline=BASELINE_WORK_S, python=shutil.which("python3"),
+                                   spans=tmp_path / "spans.txt"))
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("VERIBATCH_UAUTOMIZER", str(bindir))
     root = tmp_path / "InvBench"
@@ -83,6 +86,13 @@ def test_verifier_invariant_arm_decides_on_two_cpus(two_process_uautomizer: Path
     # decision time as d_a ∥ d_b on a node with cores for both: the slower of the two
     assert inst["decision_time_s"] == max(cand["d_a_time_s"], cand["d_b_time_s"]) < inst["timeout_s"]
     assert inst["speedup"] > 1.0
+    # one query at a time (load-independent: in parallel their spans overlap)
+    spans: dict[str, dict[str, float]] = {}
+    for line in (tmp_path / "spans.txt").read_text().splitlines():
+        what, name, when = line.split()
+        spans.setdefault(name, {})[what] = float(when)
+    assert set(spans) == {"prog.c", "cand0_check.c", "cand0_use.c"}
+    assert spans["cand0_use.c"]["end"] <= spans["cand0_check.c"]["start"]  # d_b, then d_a
 
 
 def test_the_cap_is_in_the_plan_printout(two_process_uautomizer: Path, tmp_path: Path) -> None:
