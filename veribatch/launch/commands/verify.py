@@ -30,7 +30,7 @@ def verify_cmd(
     timeout: Annotated[float, typer.Option("--timeout", help="Wall-time limit, seconds (not a "
                                            "CPU-time limit: see --cpu-limit).")] = 60.0,
     cpu_limit: Annotated[float | None, typer.Option("--cpu-limit", help="CPU-time limit, seconds "
-                                                    "[default: none].")] = None,
+                                                    "(default: none).")] = None,
     memory: Annotated[int, typer.Option("--memory", help="Memory limit, MB.")] = 4096,
     prop: Annotated[str | None, typer.Option("--property", help="unreach-call (C), dafny-verify, "
                                              "dafny-resolve (syntax only), judge.")] = None,
