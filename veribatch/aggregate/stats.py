@@ -17,6 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
+def geometric_mean(values: Sequence[float]) -> float:
+    """exp(mean(log v)) of positive values: the mean of ratios (speedups) that does not let
+    one large ratio outweigh many small ones (InvBench's Speedup_all in some rows)."""
+    if not values or any(v <= 0 for v in values):
+        raise ValueError("geometric mean needs at least one value, all positive")
+    return math.exp(math.fsum(math.log(v) for v in values) / len(values))
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Probability that at least one of k samples drawn without replacement from n samples,
     c of them correct, is correct: 1 - C(n-c, k) / C(n, k).  Requires n ≥ k."""

@@ -116,10 +116,11 @@ class LaunchOutcome:
 def plan_run(task_name: str, *, dataset: str | None = None, model: str | None = None,
              sampling: Mapping[str, Any] | None = None, options: Sequence[str] = (),
              shards: int = 1, limit: int | None = None, strategy: str | None = None,
-             verifier: str | None = None) -> Plan:
+             verifier: str | None = None, sample: int | None = None, sample_seed: int = 0) -> Plan:
     task = get_task(task_name)
     config = make_config(task, dataset=dataset, model=model, sampling=sampling, options=options,
-                         shards=shards, limit=limit, strategy=strategy, verifier=verifier)
+                         shards=shards, limit=limit, strategy=strategy, verifier=verifier,
+                         sample=sample, sample_seed=sample_seed)
     return make_plan(task, config)
 
 

@@ -178,7 +178,9 @@ def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
                   str(s.cpus_per_task), str(s.gpus_per_task), str(s.mem_gb))
     t.add_row("aggregate", "cpu", "all", "1", "-", "1", "0", "4")
     out.print(t)
-    out.print(f"{len(plan.instances)} instances, dataset {plan.config.dataset!r}, "
+    drawn = (f" (a random sample, --sample {plan.config.sample} --sample-seed {plan.config.sample_seed})"
+             if plan.config.sample is not None else "")
+    out.print(f"{len(plan.instances)} instances{drawn}, dataset {plan.config.dataset!r}, "
               f"model {plan.config.model or '(reference arms)'}, executor {choice.executor}"
               + (f", profile {choice.profile}" if choice.profile else ""), highlight=False)
     if choice.executor == "slurm":
@@ -194,8 +196,14 @@ def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
         from .executors.local import available_cpus
 
         n, why = available_cpus()
-        out.print(f"  local executor: {choice.workers or n} CPU(s) for shard processes"
+        budget = choice.workers or n
+        out.print(f"  local executor: {budget} CPU(s) for shard processes"
                   + ("" if choice.workers else f" ({why})"), highlight=False)
+        for s in plan.stages:  # a resource cap is said, not applied quietly
+            if s.cpus_per_task > budget:
+                out.print(f"  {s.name}: asks for {s.cpus_per_task} CPUs per shard, capped at {budget} "
+                          "(the shard is told; see the task's docs for what it does about it)",
+                          highlight=False)
 
 
 def _describe_todo(o: LaunchOutcome, choice: ExecChoice) -> None:
@@ -325,6 +333,10 @@ def _task_app(name: str) -> typer.Typer:
             help="SLURM: array elements (model loads) of the generate stage; default: sized "
                  "to its work (profile `generation`, docs/configuration.md).")] = None,
         limit: Annotated[int | None, typer.Option(help="Use only K instances (the task's first K).")] = None,
+        sample: Annotated[int | None, typer.Option(help="Use a seeded random sample of K instances "
+                                                   "(see --sample-seed; part of the run id).")] = None,
+        sample_seed: Annotated[int, typer.Option(help="Seed of --sample (not the model's "
+                                                 "sampling --seed).")] = 0,
         option: Annotated[list[str] | None, typer.Option("--option", "-o",
                                                          help="Task option KEY=VALUE (listed "
                                                               "above); repeatable.")] = None,
@@ -355,7 +367,8 @@ def _task_app(name: str) -> typer.Typer:
         def go() -> int:
             plan = plan_run(name, dataset=dataset, model=model, sampling=sampling,
                             options=option or (), shards=shards, limit=limit,
-                            strategy=strategy, verifier=verifier)
+                            strategy=strategy, verifier=verifier, sample=sample,
+                            sample_seed=sample_seed)
             choice.validate([(s.name, s.resource) for s in plan.stages])
             root = run_directory(plan, runs_dir, run_name)
             from veribatch.tasks.base import get_task

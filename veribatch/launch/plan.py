@@ -98,6 +98,8 @@ def make_config(
     limit: int | None = None,
     strategy: str | None = None,
     verifier: str | None = None,
+    sample: int | None = None,
+    sample_seed: int = 0,
 ) -> RunConfig:
     dataset = dataset or task.default_dataset
     known = task.datasets()
@@ -110,6 +112,8 @@ def make_config(
         raise PlanError(f"--shards must be at least 1, got {shards}")
     if limit is not None and limit < 1:
         raise PlanError(f"--limit must be at least 1, got {limit}")
+    if sample is not None and (sample < 1 or limit is not None):
+        raise PlanError(f"--sample {sample}: must be at least 1, and not with --limit (first K)")
     if model is not None:
         check_model_spec(model)  # an unknown engine or a missing path fails before any write
     merged = dict(task.default_sampling(model))
@@ -133,6 +137,8 @@ def make_config(
         sampling=merged,
         shards=shards,
         limit=limit,
+        sample=sample,
+        sample_seed=sample_seed if sample is not None else 0,
         options=parse_options(task, options),
         **kwargs,
     )
@@ -167,6 +173,13 @@ def _looks_like_path(dataset: str) -> bool:
 
 def make_plan(task: Task, config: RunConfig) -> Plan:
     instances = sorted(task.load(config.dataset, limit=config.limit), key=lambda i: i.id)
+    if config.sample is not None:
+        from .instances import sample_instances
+
+        try:
+            instances = sample_instances(instances, config.sample, config.sample_seed)
+        except ValueError as e:
+            raise PlanError(f"dataset {config.dataset!r}: {e}") from None
     seen: set[str] = set()
     for inst in instances:
         if inst.id in seen:

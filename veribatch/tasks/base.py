@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -92,6 +93,10 @@ class RunConfig:
     limits: Mapping[str, Any] = field(default_factory=dict)
     shards: int = 1
     limit: int | None = None
+    # `--sample K --sample-seed S`: a seeded random sample of K instances (InvBench §5.4's
+    # "random sample of 100 problems"); `limit` takes the first K instead.
+    sample: int | None = None
+    sample_seed: int = 0
     options: Mapping[str, Any] = field(default_factory=dict)
     # Versions of what turns inputs into results beyond the fields above: prompt templates,
     # answer parsers, the verifier encoding...  Filled at plan time from `Task.versions`, so a
@@ -99,12 +104,33 @@ class RunConfig:
     versions: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return json.loads(json.dumps(asdict(self), sort_keys=True, default=str))
+        d = asdict(self)
+        if d["sample"] is None:  # no sample: the run id of a config from before the option
+            del d["sample"], d["sample_seed"]
+        return json.loads(json.dumps(d, sort_keys=True, default=str))
 
     def identity(self) -> str:
         """A sha256 over the canonical JSON of the config; same inputs ⇒ same hash."""
         blob = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
+
+
+CPUS_ENV = "VERIBATCH_CPUS"
+
+
+def granted_cpus() -> int:
+    """CPUs this shard was given: what the local executor granted (``VERIBATCH_CPUS``, which
+    may be fewer than the stage asked for on a small machine), SLURM's
+    ``SLURM_CPUS_PER_TASK``, else the affinity mask.  A stage that runs several tools at once
+    (InvBench's d_a ∥ d_b) reads it so as not to starve them below what it assumes."""
+    for var in (CPUS_ENV, "SLURM_CPUS_PER_TASK"):
+        value = os.environ.get(var, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 class StageContext(Protocol):

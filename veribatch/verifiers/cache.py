@@ -72,7 +72,7 @@ def cacheable(result: VerifierResult) -> bool:
 def answers(stored_limits: Limits, result: VerifierResult, wanted: Limits) -> bool:
     """Whether a result obtained under `stored_limits` may answer a query at `wanted`."""
     if result.status.decided:
-        cpu_limit = wanted.cpu_s if wanted.cpu_s is not None else wanted.wall_s
+        cpu_limit = wanted.cpu_cap
         return (
             result.wall_s <= wanted.wall_s
             and result.cpu_s <= cpu_limit

@@ -16,6 +16,7 @@ Codeforces' verdict on the program, not a failure to read the judge's input).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -38,17 +39,25 @@ class Status(StrEnum):
 class Limits:
     """Hard limits, enforced from outside the tool.
 
-    `cpu_s` None means "the wall limit" (a backstop for untrusted code); ``math.inf`` means
-    no CPU-time limit, for wall-clock benchmarks of multi-threaded tools (UAutomizer uses
-    1.0-2.3x as much CPU as wall time, so a CPU cap equal to the wall limit would stop it
-    at ~60 % of its budget)."""
+    A CPU-time cap only when asked for: `cpu_s` None (the default) or ``math.inf`` means no
+    CPU-time limit, only the wall limit.  The benchmarks are wall-clock, and a multi-threaded
+    tool (UAutomizer's JVM uses 1.0-2.3x as much CPU as wall time) capped at its wall limit
+    in CPU seconds is stopped at ~50-70 % of the wall budget it was given.  Whoever needs a
+    CPU cap — the judge running untrusted programs — passes `cpu_s` explicitly."""
 
     wall_s: float = 600.0
     cpu_s: float | None = None
     memory_mb: int = 8192
 
+    @property
+    def cpu_cap(self) -> float:
+        """The CPU-time limit in seconds; ``math.inf`` when none was asked for."""
+        return math.inf if self.cpu_s is None else float(self.cpu_s)
+
     def key(self) -> dict[str, Any]:
-        return {"wall_s": self.wall_s, "cpu_s": self.cpu_s, "memory_mb": self.memory_mb}
+        # None and inf are one limit (none); a cap stored before this rule (None then meant
+        # "the wall limit") has another key, so it never answers an uncapped query.
+        return {"wall_s": self.wall_s, "cpu_s": self.cpu_cap, "memory_mb": self.memory_mb}
 
 
 @dataclass

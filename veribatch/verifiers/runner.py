@@ -306,7 +306,7 @@ class LimitedProcess:
             self._done.set()
 
     def _rlimits(self) -> list[tuple[int, int, int]]:
-        cpu = self.limits.cpu_s if self.limits.cpu_s is not None else self.limits.wall_s
+        cpu = self.limits.cpu_cap
         return rlimit_list(
             cpu + 1.0,  # the poller decides "cputime"; the rlimit is a backstop
             self.limits.memory_mb if self.address_space else None,
@@ -477,7 +477,7 @@ class LimitedProcess:
     def _enforce(self, exited: Callable[[float], bool], t0: float, *,
                  memory_polled: bool) -> str | None:
         """Poll until the tool exits (None) or a limit is hit (its reason)."""
-        cpu_limit = self.limits.cpu_s if self.limits.cpu_s is not None else self.limits.wall_s
+        cpu_limit = self.limits.cpu_cap
         interval = _POLL_FIRST_S
         if exited(0.0):
             return None
@@ -505,7 +505,7 @@ class LimitedProcess:
     def _execution(self, reason: str | None, status: int | None, rusage_cpu: float,
                    rusage_mb: float, wall: float, pumps: list[_Pump], containment: str,
                    memory_by: str) -> Execution:
-        cpu_limit = self.limits.cpu_s if self.limits.cpu_s is not None else self.limits.wall_s
+        cpu_limit = self.limits.cpu_cap
         cpu_s = max(rusage_cpu, sum(self._cpu_seen.values()))
         returncode: int | None = None
         sig: int | None = None

@@ -307,7 +307,12 @@ class UAutomizerTool(Tool):
             if cex is not None and cex.is_file():
                 extras["counterexample"] = cex.read_text(errors="replace")[:_EXCERPT]
             m = re.match(r"FALSE\((.*)\)", verdict_line)
-            return ToolVerdict(Status.FALSE, m.group(1) if m else None, extras)
+            # the error the run found, with the input's line: "a call to reach_error is
+            # reachable at line 8" (the result line says at most which property)
+            found = next((e for e in last if e.kind == "CounterExampleResult"), None)
+            what = f"{found.short} at line {found.line}".replace(" at line None", "") if found else None
+            said = m.group(1) if m else None
+            return ToolVerdict(Status.FALSE, "; ".join(x for x in (what, said) if x) or None, extras)
         endings = [_run_ending(r) for r in runs]
         names = ["integer run", "bit-precise run"] if len(runs) == 2 else [f"run {i + 1}" for i in range(len(runs))]
         story = "; ".join(f"{n}: {e}" for n, e in zip(names, endings, strict=True) if e)

@@ -291,7 +291,7 @@ def _to_result(
     override = _OVERRIDES.get(ex.termination_reason)
     if override is not None:
         status = override[0]
-        cpu = limits.cpu_s if limits.cpu_s is not None else limits.wall_s
+        cpu = limits.cpu_cap
         reason = override[1].format(wall=limits.wall_s, cpu=cpu, mem=limits.memory_mb)
     elif ex.termination_reason == "signal" and not status.decided:
         status = Status.ERROR

@@ -56,7 +56,7 @@ class Z3Tool(Tool):
         if query.data_model not in DATA_MODELS:
             raise ValueError(f"z3: unknown data model {query.data_model!r}; "
                              f"known: {', '.join(DATA_MODELS)}")
-        budget = min(limits.wall_s, limits.cpu_s if limits.cpu_s is not None else limits.wall_s)
+        budget = min(limits.wall_s, limits.cpu_cap)
         budget = max(0.5, budget - SAFETY_MARGIN_S)
         return [
             executable, "-m", MODULE, str(query.files[0]),

@@ -30,7 +30,10 @@ err = Console(stderr=True)
 def verify_cmd(
     files: Annotated[list[Path], typer.Argument(help="Program file(s); judge: PROGRAM INPUT [EXPECTED].")],
     tool: Annotated[str, typer.Option("--tool", help="z3 | uautomizer | dafny | judge")] = "z3",
-    timeout: Annotated[float, typer.Option("--timeout", help="Wall-time limit, seconds.")] = 60.0,
+    timeout: Annotated[float, typer.Option("--timeout", help="Wall-time limit, seconds (not a "
+                                           "CPU-time limit: see --cpu-limit).")] = 60.0,
+    cpu_limit: Annotated[float | None, typer.Option("--cpu-limit", help="CPU-time limit, seconds "
+                                                    "(default: none).")] = None,
     memory: Annotated[int, typer.Option("--memory", help="Memory limit, MB.")] = 4096,
     prop: Annotated[str | None, typer.Option("--property", help="unreach-call (C), dafny-verify, "
                                              "dafny-resolve (syntax only), judge.")] = None,
@@ -65,10 +68,12 @@ def verify_cmd(
                       property=prop or DEFAULT_PROPERTY.get(tool, "unreach-call"),
                       data_model=data_model)
         # Without --log-dir the raw log lives only for this call: a temp folder per call would
-        # pile up in /tmp (one per check, never removed).
+        # pile up in /tmp (one per check, never removed).  A CPU cap only when asked for
+        # (verifiers.result.Limits): a multi-threaded tool uses more CPU than wall time and must
+        # not be stopped before the wall limit it was given.
         with tempfile.TemporaryDirectory(prefix="veribatch-verify-") as tmp:
             logs = log_dir or Path(tmp)
-            result = verifier.run(query, Limits(wall_s=timeout, memory_mb=memory), logs)
+            result = verifier.run(query, Limits(wall_s=timeout, cpu_s=cpu_limit, memory_mb=memory), logs)
     except (UnknownToolError, FileNotFoundError, ValueError) as e:  # ToolNotFoundError included
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         raise typer.Exit(EXIT_CANNOT_RUN) from None

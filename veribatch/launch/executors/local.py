@@ -30,6 +30,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from veribatch.tasks.base import CPUS_ENV
+
 from ..ledger import HEADER_KEY
 from ..rundir import RunDir
 from .base import Executor, SubmitResult
@@ -147,6 +149,11 @@ class LocalExecutor(Executor):
         cost = {s["name"]: max(1, min(self.workers, int(s.get("cpus_per_task", 1))))
                 for s in stages}
         order = [s["name"] for s in stages]
+        for s in stages:  # a cap is said, never quiet; the shard is told (VERIBATCH_CPUS)
+            asked = int(s.get("cpus_per_task", 1))
+            if self.progress and asked > cost[s["name"]]:
+                self.console.print(f"[yellow]{s['name']}: asks for {asked} CPUs per shard; the local "
+                                   f"executor grants {cost[s['name']]} (its CPU budget)[/]", highlight=False)
         from ..instances import read_spans
 
         spans = read_spans(rd)
@@ -220,7 +227,7 @@ class LocalExecutor(Executor):
                         elif all(u == "ok" for u in ups):
                             waiting.remove(key)
                             started_with[key] = ledgers.count(rd.ledger(st, k))
-                            running[key] = self._start(rd, st, k)
+                            running[key] = self._start(rd, st, k, cost[st])
                     self._update(bar, bars, rd, recorded, running, started_with, ledgers,
                                  failed + blocked)
                     if waiting or running or elsewhere:
@@ -235,12 +242,13 @@ class LocalExecutor(Executor):
         return SubmitResult(submitted={st: list(todo.get(st, [])) for st in order},
                             finished=True, failed=failed + blocked, message=msg)
 
-    def _start(self, rd: RunDir, stage: str, shard: int) -> subprocess.Popen[bytes]:
+    def _start(self, rd: RunDir, stage: str, shard: int, cpus: int) -> subprocess.Popen[bytes]:
         out = rd.shard_dir(stage, shard)
         argv = [sys.executable, "-m", "veribatch.launch.worker", str(rd.root.resolve()), stage, str(shard)]
         # As in a SLURM job: the run directory in the environment marks the shard's processes
         # (and whatever they start) as this run's.
-        env = {**os.environ, "VERIBATCH_RUN_DIR": str(rd.root.resolve())}
+        # ...and the CPUs granted, which may be fewer than the stage asked for
+        env = {**os.environ, "VERIBATCH_RUN_DIR": str(rd.root.resolve()), CPUS_ENV: str(cpus)}
         try:
             out.mkdir(parents=True, exist_ok=True)
             err = open(out / "worker.err", "ab")  # noqa: SIM115  (closed right below)

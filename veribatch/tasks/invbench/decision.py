@@ -122,11 +122,16 @@ def run_candidates(
     make_query: Callable[[Path], Any],
     first_decisive_wins: bool = True,
     settle_invariants: bool = True,
+    sequential: bool = False,
     poll_s: float = 0.01,
 ) -> list[CandidateRun]:
     """Run d_a ∥ d_b for every candidate and apply `decide`; return the candidates, decided.
 
-    `make_query(path)` builds the verifier query for one instrumented program."""
+    `make_query(path)` builds the verifier query for one instrumented program.  With
+    `sequential` (a node with fewer CPUs than the parallel queries need) see
+    `_run_sequentially`."""
+    if sequential:
+        return _run_sequentially(verifier, candidates, limits, log_dir, make_query, poll_s)
     for run in candidates:
         for which, path in (("d_a", run.program_a), ("d_b", run.program_b)):
             qdir = log_dir / f"cand{run.index}_{which}"
@@ -189,3 +194,31 @@ def _settle(candidates: list[CandidateRun], poll_s: float) -> None:
             time.sleep(poll_s)
     for run in running:
         _stop(run, "d_a")
+
+
+def _run_sequentially(verifier: Verifier, candidates: list[CandidateRun], limits: Limits, log_dir: Path,
+                      make_query: Callable[[Path], Any], poll_s: float) -> list[CandidateRun]:
+    """One query at a time, each with every CPU of the shard and the whole decision timeout —
+    what the baseline had — instead of 2N multi-core queries starving each other on too few
+    CPUs (UAutomizer's two JVMs on two cores: each cut at the solo baseline's time).
+
+    d_b runs first (DEC-FALSE needs only it), then d_a (DEC-PROP needs it; after DEC-FALSE it
+    settles "% correct invariant" as in the parallel run).  The decision time is computed
+    from each query's own wall time exactly as for the parallel run (`_decision_time`: d_b
+    for DEC-FALSE, the slower of the two otherwise) — what d_a ∥ d_b takes on a node with a
+    core set for each, as in the paper.  Every candidate runs to its end (no kill); the
+    caller picks the fastest conclusive one, as the parallel run's first to decide."""
+    for run in candidates:
+        for which, path in (("d_b", run.program_b), ("d_a", run.program_a)):
+            qdir = log_dir / f"cand{run.index}_{which}"
+            qdir.mkdir(parents=True, exist_ok=True)
+            query = verifier.start(make_query(path), limits, qdir)
+            while (res := query.poll()) is None:
+                time.sleep(poll_s)
+            setattr(run, which, res)
+        outcome = decide(run.status_a, run.status_b)
+        assert outcome is not None  # both answers are in
+        run.decision, run.rule = outcome
+        run.decision_time_s = _decision_time(run)
+        run.d_a_after_decision = run.rule == "DEC-FALSE"
+    return candidates

@@ -37,6 +37,7 @@ from veribatch.tasks.base import (
     RunConfig,
     Stage,
     StageContext,
+    granted_cpus,
     instance_dirname,
 )
 from veribatch.tasks.invbench.answer import Answer, parse_answer
@@ -44,6 +45,7 @@ from veribatch.tasks.invbench.decision import CandidateRun, run_candidates
 from veribatch.tasks.invbench.instrument import InstrumentationError, instrument_all
 from veribatch.tasks.invbench.markers import MarkedProgram, mark
 from veribatch.tasks.invbench.prompt import build_request, template_hash
+from veribatch.tasks.invbench.to_scope import to_scope
 from veribatch.tasks.invbench.validation import Valid, validate
 from veribatch.tasks.sampling import sampling_for
 from veribatch.verifiers.result import Status
@@ -125,6 +127,7 @@ def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
     budget = float(config.options["budget_s"])
     verifier = verifier_for(config)
     limits = _limits(config, budget)
+    granted = granted_cpus()
     for inst in instances:
         work = ctx.scratch_dir() / "baseline" / instance_dirname(inst.id)
         work.mkdir(parents=True, exist_ok=True)
@@ -146,6 +149,8 @@ def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
             "termination_reason": res.termination_reason,
             "reason": res.reason,
             "budget_s": budget,
+            "cpus_needed": QUERY_CORES.get(config.verifier, 1),
+            "cpus_granted": granted,
             "expected_verdict": expected,
             "verdict_conflict": bool(res.status.decided and expected and str(res.status) != expected),
             "reference_time_s": inst.meta.get("reference_time_s"),
@@ -224,6 +229,7 @@ class Candidate:
     problem: str | None = None  # why there is no q: the record's reason
     problem_status: str = "unparsable"  # unparsable | engine_error | not_at_loop_head
     dropped: list[str] = field(default_factory=list)  # verifier invariants left out, and why
+    pruned: list[str] = field(default_factory=list)  # parts out of scope removed (`to_scope`)
 
 
 def _candidates_from_model(gen: list[Record], labels: list[int]) -> list[Candidate]:
@@ -267,7 +273,14 @@ def _candidate_from_verifier(invariants: list[dict[str, Any]], marked: MarkedPro
             where = f"loop {inv['loop']}" if inv.get("loop") is not None else f"line {inv.get('line')}"
             cand.dropped.append(f"{where}: not a loop head of the program")
             continue
-        cand.invariants.append((int(loop), str(inv.get("invariant", ""))))
+        # Ultimate's names out of scope at the loop head (`cond`, SSA names, quantifiers over
+        # them) are dead there: removed, which keeps ψ an invariant (`to_scope`)
+        scoped = to_scope(str(inv.get("invariant", "")), marked.scopes[int(loop)])
+        cand.pruned.extend(f"loop {loop}: {part}" for part in scoped.removed)
+        if scoped.predicate is None:
+            cand.dropped.append(f"loop {loop}: nothing left in scope at the loop head")
+            continue
+        cand.invariants.append((int(loop), scoped.predicate))
     if not cand.invariants:
         cand.problem, cand.problem_status = "no invariant at a loop head: " + "; ".join(cand.dropped), "not_at_loop_head"
     return cand
@@ -379,7 +392,9 @@ def verify_instance(
         if len(cand.invariants) == 1:
             rec.update(label=cand.invariants[0][0], predicate=cand.invariants[0][1])
         valid = _validated(cand, marked, rec)
-        rec.update(n_invariants=len(cand.invariants), n_dropped=len(cand.dropped))
+        rec.update(n_invariants=len(cand.invariants), n_dropped=len(cand.dropped), n_pruned=len(cand.pruned))
+        if cand.pruned:
+            rec["pruned"] = "; ".join(cand.pruned)
         if cand.dropped and "reason" not in rec:
             rec["reason"] = "left out: " + "; ".join(cand.dropped)
         if valid is None:
@@ -403,8 +418,17 @@ def verify_instance(
         runs.append(run)
         by_run[cand.index] = rec
     head["n_valid"] = len(runs)
+    # d_a ∥ d_b as the paper ran them needs a core set per query, as many as the baseline
+    # had; with fewer (a laptop, the local executor's cap) the queries run one after the
+    # other, each with all of them (see `decision._run_sequentially`) — said in the record
+    needed = 2 * len(runs) * QUERY_CORES.get(config.verifier, 1)
+    granted = granted_cpus()
+    sequential = bool(runs) and granted < needed
+    head.update(cpus_needed=needed, cpus_granted=granted,
+                schedule="sequential" if sequential else "parallel")
     if runs:
-        run_candidates(verifier, runs, _limits(config, timeout), work, make_query=_query)
+        run_candidates(verifier, runs, _limits(config, timeout), work, make_query=_query,
+                       sequential=sequential)
     winner: CandidateRun | None = None
     for run in runs:
         rec = by_run[run.index]

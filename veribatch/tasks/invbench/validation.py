@@ -47,6 +47,8 @@ def parse_expression(text: str) -> c_ast.Node:
         return _cfront_expression(text, filename="<predicate>")
     except CParseError as e:
         raise ValueError(str(e)) from e
+    except RecursionError:  # UAutomizer's invariants nest hundreds of levels deep
+        raise ValueError("nested too deeply to parse") from None
 
 
 class _Checker(c_ast.NodeVisitor):

@@ -44,7 +44,7 @@ from veribatch.verifiers.result import Limits
 CPP_FLAGS: tuple[str, ...] = ("-static", "-DONLINE_JUDGE", "-O2", "-std=c++23", "-march=x86-64",
                               "-mno-avx2")
 """The harness's flags (REFUTE's `code_exec.py`), minus the Windows-only stack flag."""
-COMPILE_LIMITS = Limits(wall_s=30.0, memory_mb=2048)
+COMPILE_LIMITS = Limits(wall_s=30.0, cpu_s=30.0, memory_mb=2048)  # a CPU cap is asked for explicitly
 _PROBE = "#include <cstdio>\n#include <vector>\nint main(){std::vector<int> v{1,2};std::printf(\"%zu\\n\",v.size());}\n"
 
 
