@@ -1,0 +1,297 @@
+"""C expressions over mathematical integers: constants, operators, assignments.
+
+Integer semantics (promotions, conversions, wrapping, C division) come from
+`cint`; variables are read and written through the memory model (`memory`).
+Mixed into `encode.Encoder`.
+"""
+
+from __future__ import annotations
+
+import z3
+from pycparser import c_ast
+
+from veribatch.verifiers.z3c import cint
+from veribatch.verifiers.z3c.cint import CType
+from veribatch.verifiers.z3c.ir import State, Unsupported, Val
+
+
+class ExpressionsMixin:
+    """Expression evaluation (part of `encode.Encoder`)."""
+
+    # ------------------------------------------------------------------ expressions
+    def eval(
+        self, state: State, node: c_ast.Node, *, want_value: bool = True
+    ) -> tuple[State | None, Val]:
+        dummy = Val(z3.IntVal(0), self.int_t)
+        if state is None:
+            return None, dummy
+        if isinstance(node, c_ast.Constant):
+            return state, self.constant(node)
+        if isinstance(node, c_ast.ID):
+            var = self.lookup(node.name, node)
+            return state, Val(state.env[var.uid], var.ctype)
+        if isinstance(node, c_ast.Cast):
+            s, v = self.eval(state, node.expr)
+            if self.is_void(node.to_type.type):
+                return s, dummy
+            t = self.resolve_type(node.to_type.type, node)
+            if s is None:
+                return None, dummy
+            return s, Val(cint.convert(v.as_int(), v.ctype, t), t)
+        if isinstance(node, c_ast.UnaryOp):
+            return self.eval_unary(state, node)
+        if isinstance(node, c_ast.BinaryOp):
+            return self.eval_binary(state, node)
+        if isinstance(node, c_ast.Assignment):
+            return self.eval_assign(state, node)
+        if isinstance(node, c_ast.TernaryOp):
+            s, c = self.eval(state, node.cond)
+            if s is None:
+                return None, dummy
+            cb = c.as_bool()
+            ts, tv = self.eval(s.assume(cb), node.iftrue) if not z3.is_false(cb) else (None, None)
+            fs, fv = self.eval(s.assume(z3.Not(cb)), node.iffalse) if not z3.is_true(cb) else (None, None)
+            if ts is None and fs is None:
+                return None, dummy
+            if ts is None:
+                return fs, fv
+            if fs is None:
+                return ts, tv
+            t = cint.common_type(tv.ctype, fv.ctype, self.dm)
+            tv = Val(cint.convert(tv.as_int(), tv.ctype, t), t)
+            fv = Val(cint.convert(fv.as_int(), fv.ctype, t), t)
+            if self._same_env(ts, fs, s):
+                return s, Val(z3.If(cb, tv.expr, fv.expr), t)
+            return self.merge([ts, fs], [tv, fv])
+        if isinstance(node, c_ast.ExprList):
+            s: State | None = state
+            v = dummy
+            for e in node.exprs:
+                s, v = self.eval(s, e)
+                if s is None:
+                    return None, dummy
+            return s, v
+        if isinstance(node, c_ast.FuncCall):
+            return self.eval_call(state, node, want_value)
+        if isinstance(node, c_ast.ArrayRef):
+            raise Unsupported("arrays unsupported", node)
+        if isinstance(node, c_ast.StructRef):
+            raise Unsupported("structs/pointers unsupported", node)
+        raise Unsupported(f"expression {type(node).__name__} unsupported", node)
+
+    @staticmethod
+    def _same_env(a: State, b: State, base: State) -> bool:
+        """Both branches only added their branch condition to `base` (no side effects)."""
+        n = len(base.cond)
+        return (
+            a.env is base.env and b.env is base.env
+            and a.nd.eq(base.nd) and b.nd.eq(base.nd)
+            and len(a.cond) == n + 1 and len(b.cond) == n + 1
+            and all(x is y for x, y in zip(a.cond, base.cond, strict=False))
+            and all(x is y for x, y in zip(b.cond, base.cond, strict=False))
+        )
+
+    def constant(self, node: c_ast.Constant) -> Val:
+        text = node.value
+        if node.type == "char":
+            body = text[1:-1]
+            if body.startswith("\\"):
+                esc = {"n": 10, "t": 9, "0": 0, "\\": 92, "'": 39, '"': 34, "r": 13}
+                if body[1:] in esc:
+                    val = esc[body[1:]]
+                elif body[1] == "x":
+                    val = int(body[2:], 16)
+                else:
+                    val = int(body[1:], 8)
+            else:
+                val = ord(body)
+            return Val(z3.IntVal(val), self.int_t)
+        if node.type == "string":
+            raise Unsupported("string literals unsupported", node)
+        if "float" in node.type or "double" in node.type:
+            raise Unsupported("floating point unsupported", node)
+        digits = text.rstrip("uUlL")
+        suffix = text[len(digits):].lower()
+        if digits.lower().startswith("0x"):
+            val = int(digits, 16)
+        elif digits.lower().startswith("0b"):
+            val = int(digits, 2)
+        elif len(digits) > 1 and digits.startswith("0"):
+            val = int(digits, 8)
+        else:
+            val = int(digits)
+        decimal = not (len(digits) > 1 and digits.startswith("0"))
+        cands: list[str]
+        if "u" in suffix:
+            cands = ["unsigned int", "unsigned long", "unsigned long long"]
+            if suffix.count("l") == 1:
+                cands = cands[1:]
+            elif suffix.count("l") == 2:
+                cands = cands[2:]
+        else:
+            if decimal:
+                cands = ["int", "long", "long long"]
+            else:
+                cands = ["int", "unsigned int", "long", "unsigned long", "long long", "unsigned long long"]
+            nl = suffix.count("l")
+            if nl == 1:
+                cands = [c for c in cands if "long" in c]
+            elif nl == 2:
+                cands = [c for c in cands if "long long" in c]
+        for c in cands:
+            t = cint.type_named(c, self.dm)
+            if t.lo <= val <= t.hi:
+                return Val(z3.IntVal(val), t)
+        raise Unsupported(f"integer constant {text} too large", node)
+
+    def eval_unary(self, state: State, node: c_ast.UnaryOp) -> tuple[State | None, Val]:
+        op = node.op
+        if op == "sizeof":
+            if isinstance(node.expr, c_ast.Typename):
+                t = self.resolve_type(node.expr.type, node)
+            else:
+                _, v = self.eval(state, node.expr)
+                t = v.ctype
+            ul = cint.type_named("unsigned long", self.dm)
+            return state, Val(z3.IntVal(max(1, t.width // 8)), ul)
+        if op in ("&", "*"):
+            raise Unsupported("pointers unsupported", node)
+        if op in ("++", "--", "p++", "p--"):
+            var = self._lvalue(node.expr)
+            old = state.env[var.uid]
+            delta = 1 if "+" in op else -1
+            pt = cint.common_type(var.ctype, self.int_t, self.dm)
+            new = cint.convert(cint.convert(old, var.ctype, pt) + delta, pt, var.ctype)
+            s = self._store(state, var, new)
+            return s, Val(old if op.startswith("p") else new, var.ctype)
+        s, v = self.eval(state, node.expr)
+        if s is None:
+            return None, v
+        if op == "!":
+            return s, Val(z3.Not(v.as_bool()), self.int_t)
+        t = cint.promote(v.ctype, self.dm)
+        e = cint.convert(v.as_int(), v.ctype, t)
+        if op == "-":
+            return s, Val(cint.convert(-e, _wide(t), t) if not t.signed else -e, t)
+        if op == "+":
+            return s, Val(e, t)
+        if op == "~":
+            if t.signed:
+                return s, Val(-e - 1, t)
+            return s, Val((1 << t.width) - 1 - e, t)
+        raise Unsupported(f"unary operator {op!r} unsupported", node)
+
+    def eval_binary(self, state: State, node: c_ast.BinaryOp) -> tuple[State | None, Val]:
+        op = node.op
+        if op in ("&&", "||"):
+            s, a = self.eval(state, node.left)
+            if s is None:
+                return None, a
+            ab = a.as_bool()  # no simplify here: quadratic on long && chains
+            if _is_simple(node.right):
+                _, b = self.eval(s, node.right)
+                bb = b.as_bool()
+                return s, Val(z3.And(ab, bb) if op == "&&" else z3.Or(ab, bb), self.int_t)
+            go_on = ab if op == "&&" else z3.Not(ab)
+            stop = s.assume(z3.Not(go_on))
+            rs, b = self.eval(s.assume(go_on), node.right) if not z3.is_false(go_on) else (None, None)
+            short = Val(z3.BoolVal(op == "||"), self.int_t)
+            if rs is None:
+                return stop, short
+            rb = Val(b.as_bool(), self.int_t)
+            if stop is None:
+                return rs, rb
+            return self.merge([stop, rs], [short, rb])
+        s, a = self.eval(state, node.left)
+        if s is None:
+            return None, a
+        s, b = self.eval(s, node.right)
+        if s is None:
+            return None, b
+        return s, self.arith(op, a, b, node)
+
+    def arith(self, op: str, a: Val, b: Val, node: c_ast.Node) -> Val:
+        int_t = self.int_t
+        if op in ("<<", ">>"):
+            t = cint.promote(a.ctype, self.dm)
+            ae = cint.convert(a.as_int(), a.ctype, t)
+            k = _int_value(b.as_int())
+            if k is None or k < 0 or k >= t.width:
+                raise Unsupported(f"shift by a non-constant amount unsupported ({op})", node)
+            if op == "<<":
+                r = ae * (1 << k)
+                return Val(r if t.signed else cint.convert(r, _wide(t), t), t)
+            return Val(ae / (1 << k), t)  # floor: gcc's arithmetic shift for signed
+        if op in ("&", "|", "^") and a.is_01 and b.is_01:
+            ab, bb = a.as_bool(), b.as_bool()
+            r = z3.And(ab, bb) if op == "&" else z3.Or(ab, bb) if op == "|" else z3.Xor(ab, bb)
+            return Val(r, int_t)
+        t = cint.common_type(a.ctype, b.ctype, self.dm)
+        ae = cint.convert(a.as_int(), a.ctype, t)
+        be = cint.convert(b.as_int(), b.ctype, t)
+        if op in ("<", "<=", ">", ">=", "==", "!="):
+            r = {
+                "<": ae < be, "<=": ae <= be, ">": ae > be, ">=": ae >= be,
+                "==": ae == be, "!=": ae != be,
+            }[op]
+            return Val(r, int_t)
+        if op in ("+", "-", "*"):
+            r = ae + be if op == "+" else ae - be if op == "-" else ae * be
+            return Val(r if t.signed else cint.convert(r, _wide(t), t), t)
+        if op == "/":
+            r = cint.c_div(ae, be) if t.signed else ae / be
+            return Val(r if t.signed else r, t)
+        if op == "%":
+            r = cint.c_rem(ae, be) if t.signed else ae % be
+            return Val(r, t)
+        if op == "&":
+            for x, y in ((ae, be), (be, ae)):
+                k = _int_value(y)
+                if k is not None and k >= 0 and (k & (k + 1)) == 0:
+                    return Val(x % (k + 1) if k else z3.IntVal(0), t)
+            raise Unsupported("bitwise & with a non-mask operand unsupported", node)
+        if op in ("|", "^"):
+            raise Unsupported(f"bitwise {op} unsupported", node)
+        raise Unsupported(f"operator {op!r} unsupported", node)
+
+    def eval_assign(self, state: State, node: c_ast.Assignment) -> tuple[State | None, Val]:
+        var = self._lvalue(node.lvalue)
+        s, v = self.eval(state, node.rvalue)
+        if s is None:
+            return None, v
+        if node.op != "=":
+            cur = Val(s.env[var.uid], var.ctype)
+            v = self.arith(node.op[:-1], cur, v, node)
+        new = cint.convert(v.as_int(), v.ctype, var.ctype)
+        return self._store(s, var, new), Val(new, var.ctype)
+
+
+def _wide(t: CType) -> CType:
+    """A type wide enough to hold any result before wrapping (for `convert`'s range test)."""
+    return CType("wide", 200, True, 9)
+
+
+def _int_value(e: z3.ExprRef) -> int | None:
+    e = z3.simplify(e)
+    return e.as_long() if z3.is_int_value(e) else None
+
+
+_SIDE_EFFECT_OPS = {"++", "--", "p++", "p--"}
+
+
+_SIMPLE: dict[int, tuple[c_ast.Node, bool]] = {}
+
+
+def _is_simple(node: c_ast.Node) -> bool:
+    """No calls, assignments or increments: safe to evaluate unconditionally (memoised)."""
+    hit = _SIMPLE.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    side_effect = isinstance(node, c_ast.FuncCall | c_ast.Assignment) or (
+        isinstance(node, c_ast.UnaryOp) and node.op in _SIDE_EFFECT_OPS
+    )
+    result = not side_effect and all(_is_simple(c) for _, c in node.children())
+    if len(_SIMPLE) > 100_000:
+        _SIMPLE.clear()
+    _SIMPLE[id(node)] = (node, result)
+    return result
