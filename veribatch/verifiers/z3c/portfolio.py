@@ -220,6 +220,12 @@ def run_member_safely(
         return {"answer": "error", "reason": f"member {member} crashed: {type(exc).__name__}: {exc}"}
 
 
+def _repairs(text: str) -> dict[str, str]:
+    """A verdict on a damaged input says what the front end repaired (`cfront.close_lost_comment`)."""
+    _, note = cfront.close_lost_comment(text)
+    return {"input_repaired": note} if note else {}
+
+
 def check_supported(text: str, data_model: str, filename: str) -> Outcome | None:
     """Parse and encode up front: UNKNOWN naming the construct when outside the subset."""
     try:
@@ -308,10 +314,10 @@ def verify_text(
                 if ans == "safe":
                     extras = {"proof": got.get("proof"), "invariants": got.get("invariants", []),
                               "proof_checked": True, "portfolio": log}
-                    return Outcome("TRUE", None, extras)
+                    return Outcome("TRUE", None, {**extras, **_repairs(text)})
                 if ans == "false":
                     return Outcome("FALSE", None, {"counterexample": got.get("counterexample"),
-                                                   "portfolio": log})
+                                                   "portfolio": log, **_repairs(text)})
                 if ans == "unsafe":
                     unsafe_hint = True
                     reasons[member] = "Spacer found the error reachable (no confirmed trace yet)"
