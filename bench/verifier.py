@@ -64,9 +64,11 @@ def _pct(xs: list[float], q: float) -> float:
 def _reason_group(reason: str | None) -> str:
     if not reason:
         return "?"
-    m = re.search(r"unsupported: (.*?)(?: \(line \d+\))?$", reason)
+    m = re.search(r"unsupported: (.*?)(?: \(line \d+\).*)?$", reason)
     if m:
-        return re.sub(r"'[^']*'", "'…'", m.group(1))
+        group = re.sub(r"'[^']*'", "'…'", m.group(1))
+        # memory constructs: outside the Horn encoding, BMC alone found no counterexample
+        return group + (" [BMC only: no counterexample]" if "model checking alone" in reason else "")
     if reason.startswith("parse error"):
         return "parse error"
     if reason.startswith("no decision within"):

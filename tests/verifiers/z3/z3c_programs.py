@@ -192,8 +192,9 @@ pair(
 
 # Outside the subset: UNKNOWN, with the construct named in the reason.
 UNSUPPORTED: list[tuple[str, str, str]] = [
-    ("array", "arrays", prog("int main() { int a[3]; a[0] = 1; __VERIFIER_assert(a[0] == 1); return 0; }")),
-    ("pointer", "pointers", prog("int main() { int x = 1; int *p = &x; *p = 2; __VERIFIER_assert(x == 2); return 0; }")),
+    ("struct", "structs", prog("int main() { struct s { int f; } v; v.f = 1; __VERIFIER_assert(v.f == 1); return 0; }")),
+    ("address-taken", "address of a variable",
+     prog("int main() { int x = 1; int *p = &x; *p = 2; __VERIFIER_assert(x == 2); return 0; }")),
     ("recursion", "recursion", prog("int f(int n) { if (n <= 0) return 0; return f(n - 1); }\n"
                                     "int main() { __VERIFIER_assert(f(3) == 0); return 0; }")),
     ("float", "double", prog("int main() { double d = 1.5; __VERIFIER_assert(d > 1); return 0; }")),

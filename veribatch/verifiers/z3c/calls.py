@@ -12,6 +12,7 @@ from pycparser import c_ast
 from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.cint import CType
 from veribatch.verifiers.z3c.ir import State, Unsupported, Val, Var
+from veribatch.verifiers.z3c.memory import PtrType, is_ptr
 
 # Builtins: nondet functions and their result types.
 _NONDET = {
@@ -29,6 +30,7 @@ _ERROR = {"reach_error", "__assert_fail", "__VERIFIER_error"}
 _ABORT = {"abort", "exit", "_exit", "__builtin_abort"}
 _NOOP = {"printf", "puts", "putchar", "srand", "fflush", "fprintf"}
 _NONDET_LIKE = {"rand": "int", "time": "long"}
+_ALLOC = {"malloc", "calloc", "alloca", "__builtin_alloca", "free"}
 
 
 def nondet_type_name(fname: str) -> str | None:
@@ -92,6 +94,8 @@ class CallsMixin:
             if fname in _ASSERT:
                 self.emit_error(s.assume(z3.Not(cb)), line)
             return s.assume(cb), dummy
+        if fname in _ALLOC:
+            return self.eval_alloc(state, fname, args, node)
         if fname in _NOOP:
             s: State | None = state
             for a in args:
@@ -131,21 +135,25 @@ class CallsMixin:
         if len(params) != len(args):
             raise Unsupported(f"call to {fname} with {len(args)} arguments for {len(params)} parameters", node)
         s: State | None = state
-        values: list[tuple[z3.ArithRef, CType]] = []
+        values: list[Val] = []
         for a in args:
             s, v = self.eval(s, a)
             if s is None:
                 return None, dummy
-            values.append((v.as_int(), v.ctype))
+            values.append(v)
         ret_void = self.is_void(ftype.type)
         ret_t = None if ret_void else self.resolve_type(ftype.type, fdef.decl)
         scope: dict[str, Var] = {}
         env = dict(s.env)
-        for p, (e, t) in zip(params, values, strict=True):
-            pt = self.resolve_type(p.type, p)
+        for p, v in zip(params, values, strict=True):
+            if isinstance(p.type, c_ast.ArrayDecl):  # `T a[]` is `T *a` (C 6.7.6.3)
+                self.need_heap("arrays unsupported", p)
+                pt = self.ptr_type(self.resolve_type(p.type.type, p))
+            else:
+                pt = self.resolve_type(p.type, p)
             var = Var(self.new_uid(p.name), p.name, pt)
             scope[p.name] = var
-            env[var.uid] = cint.convert(e, t, pt)
+            env[var.uid] = self.coerce(v, pt, p)
         s = s.with_env(env)
         self.frames.append([scope])
         self.call_stack.append(fname)
@@ -159,6 +167,8 @@ class CallsMixin:
         vals: list[Val | None] = []
         for st in out.normal:
             st2 = self._drop(st, dead)
+            if isinstance(ret_t, PtrType):
+                raise Unsupported(f"{fname} returns a pointer without a return statement", fdef)
             if ret_t is not None:
                 st2, v = self.nondet(st2, ret_t, f"{fname}_noreturn")
                 vals.append(Val(v, ret_t))
@@ -168,7 +178,7 @@ class CallsMixin:
         for st, v in out.ret:
             ends.append(self._drop(st, dead))
             if ret_t is not None and v is not None:
-                vals.append(Val(cint.convert(v.as_int(), v.ctype, ret_t), ret_t))
+                vals.append(Val(self.coerce(v, ret_t, node), ret_t))
             else:
                 vals.append(None)
         if not ends:
@@ -177,3 +187,33 @@ class CallsMixin:
             return self.merge(ends), dummy
         ms, mv = self.merge(ends, vals)
         return ms, mv if mv is not None else dummy
+
+    def eval_alloc(
+        self, state: State, fname: str, args: list[c_ast.Node], node: c_ast.Node
+    ) -> tuple[State | None, Val]:
+        """`malloc`, `calloc`, `alloca`, `free` on the heap of `memory`."""
+        self.need_heap("pointers unsupported", node)
+        want = 2 if fname == "calloc" else 1
+        if len(args) != want:
+            raise Unsupported(f"{fname} with {len(args)} arguments", node)
+        s: State | None = state
+        vals: list[Val] = []
+        for a in args:
+            s, v = self.eval(s, a)
+            if s is None:
+                return None, Val(z3.IntVal(0), self.int_t)
+            vals.append(v)
+        if fname == "free":
+            return self.free(s, vals[0], node), Val(z3.IntVal(0), self.int_t)
+        size_t = cint.type_named("unsigned long", self.dm)
+        if any(is_ptr(v) for v in vals):
+            raise Unsupported(f"{fname} of a pointer-sized amount unsupported", node)
+        sizes = [cint.convert(v.as_int(), v.ctype, size_t) for v in vals]
+        nbytes = sizes[0] * sizes[1] if fname == "calloc" else sizes[0]
+        if fname in ("malloc", "calloc"):
+            # modelled as succeeding: the NULL result is a path cut like undefined behaviour
+            self.cut = True
+            self.cut_guards.append(z3.And(*s.cond))
+        s, p = self.allocate(s, nbytes, zero=fname == "calloc")
+        return s, Val(p, self.ptr_type(None))
+

@@ -76,7 +76,7 @@ class ControlFlowMixin:
             if all(v.eq(vals[0]) for v in vals[1:]):
                 env[k] = vals[0]
                 continue
-            f = self.fresh(k)
+            f = self.fresh(k) if z3.is_int(vals[0]) else z3.FreshConst(vals[0].sort(), k)
             term = vals[-1]
             for g, v in zip(reversed(guards[:-1]), reversed(vals[:-1]), strict=True):
                 term = z3.If(g, v, term)

@@ -49,10 +49,10 @@ from veribatch.verifiers.z3c.ir import (
     Val,
     Var,
 )
-from veribatch.verifiers.z3c.memory import MemoryMixin
+from veribatch.verifiers.z3c.memory import BmcOnly, MemoryMixin, heap_env
 
 __all__ = [
-    "Clause", "Encoder", "Encoding", "ErrorPath", "Mode", "Outcomes", "Pred", "State",
+    "BmcOnly", "Clause", "Encoder", "Encoding", "ErrorPath", "Mode", "Outcomes", "Pred", "State",
     "Unsupported", "Val", "Var", "_is_simple", "encode", "nondet_type_name",
 ]
 
@@ -91,6 +91,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, CallsMixin):
         self.cut_guards: list[z3.BoolRef] = []
         self.instances: dict[int, int] = {}
         self.int_t = cint.type_named("int", data_model)
+        self.array_uids: set[str] = set()  # variables naming an array object (memory)
 
     # ------------------------------------------------------------------ helpers
     def fresh(self, base: str) -> z3.ArithRef:
@@ -105,7 +106,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, CallsMixin):
 
     # ------------------------------------------------------------------ program
     def encode(self) -> Encoding:
-        init = State((), (), {}, z3.IntVal(0))
+        init = State((), (), heap_env() if self.mode == "unroll" else {}, z3.IntVal(0))
         state: State | None = init
         for ext in self.ast.ext:
             if isinstance(ext, c_ast.Typedef):
@@ -115,7 +116,9 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, CallsMixin):
                     if isinstance(ext.type, c_ast.Struct | c_ast.Union | c_ast.Enum):
                         continue
                     raise Unsupported("declaration without a name", ext)
-                if "extern" in (ext.storage or []) and ext.init is None:
+                if isinstance(ext.type, c_ast.ArrayDecl):
+                    state = self._declare_global(state, ext, None, nondet=False)
+                elif "extern" in (ext.storage or []) and ext.init is None:
                     t = self.resolve_type(ext.type, ext)
                     state = self._declare_global(state, ext, t, nondet=True)
                 else:

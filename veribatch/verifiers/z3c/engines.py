@@ -50,6 +50,13 @@ def remember(text: str, data_model: str, ast: c_ast.FileAST, enc: Encoding) -> N
         _PROGRAMS.popitem(last=False)
 
 
+def remember_parsed(text: str, ast: c_ast.FileAST) -> None:
+    """Keep a program parsed elsewhere whose Horn encoding failed (BMC-only programs)."""
+    if len(_PARSED) >= _PROGRAMS_MAX:
+        _PARSED.clear()
+    _PARSED[text] = ast
+
+
 def parsed(text: str) -> c_ast.FileAST:
     """The program's AST, parsed once per process (the C preprocessor is a subprocess)."""
     for (t, _), (ast, _) in _PROGRAMS.items():

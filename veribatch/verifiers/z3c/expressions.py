@@ -13,6 +13,7 @@ from pycparser import c_ast
 from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.cint import CType
 from veribatch.verifiers.z3c.ir import State, Unsupported, Val
+from veribatch.verifiers.z3c.memory import base_of, is_ptr, mk_ptr
 
 
 class ExpressionsMixin:
@@ -37,7 +38,7 @@ class ExpressionsMixin:
             t = self.resolve_type(node.to_type.type, node)
             if s is None:
                 return None, dummy
-            return s, Val(cint.convert(v.as_int(), v.ctype, t), t)
+            return s, Val(self.coerce(v, t, node), t)
         if isinstance(node, c_ast.UnaryOp):
             return self.eval_unary(state, node)
         if isinstance(node, c_ast.BinaryOp):
@@ -57,9 +58,12 @@ class ExpressionsMixin:
                 return fs, fv
             if fs is None:
                 return ts, tv
-            t = cint.common_type(tv.ctype, fv.ctype, self.dm)
-            tv = Val(cint.convert(tv.as_int(), tv.ctype, t), t)
-            fv = Val(cint.convert(fv.as_int(), fv.ctype, t), t)
+            if is_ptr(tv) or is_ptr(fv):
+                t = tv.ctype if is_ptr(tv) else fv.ctype
+            else:
+                t = cint.common_type(tv.ctype, fv.ctype, self.dm)
+            tv = Val(self.coerce(tv, t, node), t)
+            fv = Val(self.coerce(fv, t, node), t)
             if self._same_env(ts, fs, s):
                 return s, Val(z3.If(cb, tv.expr, fv.expr), t)
             return self.merge([ts, fs], [tv, fv])
@@ -74,7 +78,10 @@ class ExpressionsMixin:
         if isinstance(node, c_ast.FuncCall):
             return self.eval_call(state, node, want_value)
         if isinstance(node, c_ast.ArrayRef):
-            raise Unsupported("arrays unsupported", node)
+            s, loc = self.lvalue(state, node)
+            if s is None:
+                return None, dummy
+            return self.read(s, loc)
         if isinstance(node, c_ast.StructRef):
             raise Unsupported("structs/pointers unsupported", node)
         raise Unsupported(f"expression {type(node).__name__} unsupported", node)
@@ -147,28 +154,56 @@ class ExpressionsMixin:
     def eval_unary(self, state: State, node: c_ast.UnaryOp) -> tuple[State | None, Val]:
         op = node.op
         if op == "sizeof":
+            ul = cint.type_named("unsigned long", self.dm)
             if isinstance(node.expr, c_ast.Typename):
                 t = self.resolve_type(node.expr.type, node)
+            elif isinstance(node.expr, c_ast.ID) and \
+                    self.lookup(node.expr.name, node).uid in self.array_uids:
+                arr = state.env[self.lookup(node.expr.name, node).uid]
+                return state, Val(state.env["$size"][base_of(arr)], ul)  # the whole array
             else:
                 _, v = self.eval(state, node.expr)
                 t = v.ctype
-            ul = cint.type_named("unsigned long", self.dm)
             return state, Val(z3.IntVal(max(1, t.width // 8)), ul)
-        if op in ("&", "*"):
-            raise Unsupported("pointers unsupported", node)
+        if op == "*":
+            s, loc = self.lvalue(state, node)
+            if s is None:
+                return None, Val(z3.IntVal(0), self.int_t)
+            return self.read(s, loc)
+        if op == "&":
+            self.need_heap("pointers unsupported", node)
+            if not isinstance(node.expr, c_ast.ArrayRef | c_ast.UnaryOp):
+                raise Unsupported("address of a variable unsupported", node)
+            s, loc = self.lvalue(state, node.expr)
+            if s is None:
+                return None, Val(z3.IntVal(0), self.int_t)
+            return s, Val(mk_ptr(loc.base, loc.off), self.ptr_type(loc.ctype))
         if op in ("++", "--", "p++", "p--"):
-            var = self._lvalue(node.expr)
-            old = state.env[var.uid]
-            delta = 1 if "+" in op else -1
-            pt = cint.common_type(var.ctype, self.int_t, self.dm)
-            new = cint.convert(cint.convert(old, var.ctype, pt) + delta, pt, var.ctype)
-            s = self._store(state, var, new)
-            return s, Val(old if op.startswith("p") else new, var.ctype)
+            s, loc = self.lvalue(state, node.expr)
+            if s is None:
+                return None, Val(z3.IntVal(0), self.int_t)
+            s, cur = self.read(s, loc)
+            if s is None:
+                return None, cur
+            one = Val(z3.IntVal(1), self.int_t)
+            if is_ptr(cur):
+                s, nv = self.ptr_arith(s, "+" if "+" in op else "-", cur, one, node)
+                if s is None:
+                    return None, cur
+                new = nv.expr
+            else:
+                delta = 1 if "+" in op else -1
+                pt = cint.common_type(cur.ctype, self.int_t, self.dm)
+                new = cint.convert(cint.convert(cur.expr, cur.ctype, pt) + delta, pt, cur.ctype)
+            s = self.write(s, loc, new)
+            return s, Val(cur.expr if op.startswith("p") else new, cur.ctype)
         s, v = self.eval(state, node.expr)
         if s is None:
             return None, v
         if op == "!":
             return s, Val(z3.Not(v.as_bool()), self.int_t)
+        if is_ptr(v):
+            raise Unsupported(f"unary {op!r} on a pointer unsupported", node)
         t = cint.promote(v.ctype, self.dm)
         e = cint.convert(v.as_int(), v.ctype, t)
         if op == "-":
@@ -208,6 +243,8 @@ class ExpressionsMixin:
         s, b = self.eval(s, node.right)
         if s is None:
             return None, b
+        if is_ptr(a) or is_ptr(b):
+            return self.ptr_arith(s, op, a, b, node)
         return s, self.arith(op, a, b, node)
 
     def arith(self, op: str, a: Val, b: Val, node: c_ast.Node) -> Val:
@@ -255,15 +292,24 @@ class ExpressionsMixin:
         raise Unsupported(f"operator {op!r} unsupported", node)
 
     def eval_assign(self, state: State, node: c_ast.Assignment) -> tuple[State | None, Val]:
-        var = self._lvalue(node.lvalue)
-        s, v = self.eval(state, node.rvalue)
+        s, loc = self.lvalue(state, node.lvalue)
+        if s is None:
+            return None, Val(z3.IntVal(0), self.int_t)
+        s, v = self.eval(s, node.rvalue)
         if s is None:
             return None, v
         if node.op != "=":
-            cur = Val(s.env[var.uid], var.ctype)
-            v = self.arith(node.op[:-1], cur, v, node)
-        new = cint.convert(v.as_int(), v.ctype, var.ctype)
-        return self._store(s, var, new), Val(new, var.ctype)
+            s, cur = self.read(s, loc)
+            if s is None:
+                return None, v
+            if is_ptr(cur) or is_ptr(v):
+                s, v = self.ptr_arith(s, node.op[:-1], cur, v, node)
+                if s is None:
+                    return None, v
+            else:
+                v = self.arith(node.op[:-1], cur, v, node)
+        new = self.coerce(v, loc.ctype, node)
+        return self.write(s, loc, new), Val(new, loc.ctype)
 
 
 def _wide(t: CType) -> CType:
@@ -287,8 +333,9 @@ def _is_simple(node: c_ast.Node) -> bool:
     hit = _SIMPLE.get(id(node))
     if hit is not None and hit[0] is node:
         return hit[1]
-    side_effect = isinstance(node, c_ast.FuncCall | c_ast.Assignment) or (
-        isinstance(node, c_ast.UnaryOp) and node.op in _SIDE_EFFECT_OPS
+    # memory reads are not simple either: their definedness depends on the guard
+    side_effect = isinstance(node, c_ast.FuncCall | c_ast.Assignment | c_ast.ArrayRef) or (
+        isinstance(node, c_ast.UnaryOp) and (node.op in _SIDE_EFFECT_OPS or node.op == "*")
     )
     result = not side_effect and all(_is_simple(c) for _, c in node.children())
     if len(_SIMPLE) > 100_000:

@@ -88,6 +88,10 @@ class Val:
     def as_bool(self) -> z3.BoolRef:
         if z3.is_bool(self.expr):
             return self.expr  # type: ignore[return-value]
+        if not z3.is_arith(self.expr):  # a pointer (`memory.Ptr`): true unless NULL
+            from veribatch.verifiers.z3c.memory import null
+
+            return self.expr != null()
         return self.expr != 0
 
     @property
