@@ -11,6 +11,7 @@ from pycparser import c_ast
 
 from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.cint import CType
+from veribatch.verifiers.z3c.floats import DOUBLE, FLOAT, FloatType
 from veribatch.verifiers.z3c.ir import State, Unsupported, Val, Var
 from veribatch.verifiers.z3c.memory import PtrType, is_ptr
 
@@ -30,6 +31,7 @@ _ERROR = {"reach_error", "__assert_fail", "__VERIFIER_error"}
 _ABORT = {"abort", "exit", "_exit", "__builtin_abort"}
 _NOOP = {"printf", "puts", "putchar", "srand", "fflush", "fprintf"}
 _NONDET_LIKE = {"rand": "int", "time": "long"}
+_NONDET_FLOAT = {"__VERIFIER_nondet_float": FLOAT, "__VERIFIER_nondet_double": DOUBLE}
 _ALLOC = {"malloc", "calloc", "alloca", "__builtin_alloca", "free"}
 
 
@@ -46,8 +48,10 @@ class CallsMixin:
     def nondet(self, state: State, t: CType, tag: str) -> tuple[State, z3.ArithRef]:
         if self.mode == "unroll":
             v = self.nd_func(state.nd)
-            s = State(state.preds, (*state.cond, cint.in_range(v, t)), state.env, state.nd + 1)
-            return s, v
+            cond = (*state.cond, cint.in_range(v, t))
+            if self.nd_kind is not None:  # the program also reads floating-point inputs
+                cond = (*cond, self.nd_kind(state.nd) == 0)
+            return State(state.preds, cond, state.env, state.nd + 1), v
         c = self.fresh(tag)
         return State(state.preds, (*state.cond, cint.in_range(c, t)), state.env, state.nd), c
 
@@ -62,6 +66,8 @@ class CallsMixin:
         args = node.args.exprs if node.args is not None else []
         line = node.coord.line if node.coord else 0
         nd = nondet_type_name(fname)
+        if fname in _NONDET_FLOAT:
+            return self.float_nondet(state, _NONDET_FLOAT[fname], fname)
         if fname.startswith("__VERIFIER_nondet_") and nd is None:
             raise Unsupported(f"nondet function {fname} unsupported", node)
         if nd is not None or fname in _NONDET_LIKE:
@@ -167,8 +173,8 @@ class CallsMixin:
         vals: list[Val | None] = []
         for st in out.normal:
             st2 = self._drop(st, dead)
-            if isinstance(ret_t, PtrType):
-                raise Unsupported(f"{fname} returns a pointer without a return statement", fdef)
+            if isinstance(ret_t, PtrType | FloatType):
+                raise Unsupported(f"{fname} returns a {ret_t.name} without a return statement", fdef)
             if ret_t is not None:
                 st2, v = self.nondet(st2, ret_t, f"{fname}_noreturn")
                 vals.append(Val(v, ret_t))

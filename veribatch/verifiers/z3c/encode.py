@@ -37,6 +37,7 @@ from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.calls import CallsMixin, nondet_type_name
 from veribatch.verifiers.z3c.control import ControlFlowMixin
 from veribatch.verifiers.z3c.expressions import ExpressionsMixin, _is_simple
+from veribatch.verifiers.z3c.floats import FloatsMixin, reads_floating_point
 from veribatch.verifiers.z3c.ir import (
     Clause,
     Encoding,
@@ -57,7 +58,7 @@ __all__ = [
 ]
 
 
-class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, CallsMixin):
+class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, CallsMixin):
     """Symbolic executor; build with `encode(ast, mode=...)`."""
 
     def __init__(
@@ -87,10 +88,17 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, CallsMixin):
         self.counter = itertools.count()
         self.uids: set[str] = set()
         self.nd_func = z3.Function("ND", z3.IntSort(), z3.IntSort())
+        self.nd_kind: z3.FuncDeclRef | None = None  # input slot i: 0 integer, 32/64 float bits
+        self.nd_bits: dict[int, z3.FuncDeclRef] = {}
+        if mode == "unroll" and reads_floating_point(ast):
+            self.nd_kind = z3.Function("ND_kind", z3.IntSort(), z3.IntSort())
+            self.nd_bits = {w: z3.Function(f"ND_bits{w}", z3.IntSort(), z3.BitVecSort(w))
+                            for w in (32, 64)}
         self.cut = False
         self.cut_guards: list[z3.BoolRef] = []
         self.instances: dict[int, int] = {}
         self.int_t = cint.type_named("int", data_model)
+        self.definitions: list[z3.BoolRef] = []  # global definitions of fresh terms (floats)
         self.array_uids: set[str] = set()  # variables naming an array object (memory)
 
     # ------------------------------------------------------------------ helpers
@@ -140,7 +148,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, CallsMixin):
     def _result(self) -> Encoding:
         return Encoding(
             self.mode, self.preds, self.clauses, self.errors, self.nd_func, self.sites,
-            self.cut, self.cut_guards,
+            self.cut, self.cut_guards, self.definitions, self.nd_kind, self.nd_bits,
         )
 
 

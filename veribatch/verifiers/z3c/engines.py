@@ -229,6 +229,7 @@ def run_bmc(
         errors_unsat = not enc.errors
         if enc.errors:
             s = z3.Solver()
+            s.add(*enc.definitions)
             s.set("timeout", left_ms)
             s.add(z3.Or(*[e.guard for e in enc.errors]))
             r = s.check()
@@ -238,10 +239,7 @@ def run_bmc(
                     e for e in enc.errors if z3.is_true(m.eval(e.guard, model_completion=True))
                 )
                 n = m.eval(path.nd, model_completion=True).as_long()
-                values = [
-                    m.eval(enc.nd_func(z3.IntVal(i)), model_completion=True).as_long()
-                    for i in range(n)
-                ]
+                values = [_input(m, enc, i) for i in range(n)]
                 rep = replay.replay(ast, values, data_model=data_model)
                 if rep.confirmed:
                     return {
@@ -262,9 +260,20 @@ def run_bmc(
     return {"answer": "unknown", "reason": last_reason, "next_depth": depth}
 
 
+def _input(m: z3.ModelRef, enc: Encoding, i: int) -> int:
+    """Input i of a BMC model: an integer, or a float's bits (`floats.float_nondet`)."""
+    idx = z3.IntVal(i)
+    if enc.nd_kind is not None:
+        kind = m.eval(enc.nd_kind(idx), model_completion=True).as_long()
+        if kind in enc.nd_bits:
+            return m.eval(enc.nd_bits[kind](idx), model_completion=True).as_long()
+    return m.eval(enc.nd_func(idx), model_completion=True).as_long()
+
+
 def _cut_infeasible(enc: Encoding, deadline: float) -> bool:
     s = z3.Solver()
     s.set("timeout", max(1, int((deadline - time.monotonic()) * 1000)))
+    s.add(*enc.definitions)
     s.add(z3.Or(*enc.cut_guards))
     return s.check() == z3.unsat
 

@@ -12,6 +12,7 @@ from pycparser import c_ast
 
 from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.cint import CType
+from veribatch.verifiers.z3c.floats import is_float
 from veribatch.verifiers.z3c.ir import State, Unsupported, Val
 from veribatch.verifiers.z3c.memory import base_of, is_ptr, mk_ptr
 
@@ -60,6 +61,8 @@ class ExpressionsMixin:
                 return ts, tv
             if is_ptr(tv) or is_ptr(fv):
                 t = tv.ctype if is_ptr(tv) else fv.ctype
+            elif is_float(tv) or is_float(fv):
+                t = self.float_arith("+", tv, fv, node).ctype  # the usual arithmetic conversions
             else:
                 t = cint.common_type(tv.ctype, fv.ctype, self.dm)
             tv = Val(self.coerce(tv, t, node), t)
@@ -116,7 +119,7 @@ class ExpressionsMixin:
         if node.type == "string":
             raise Unsupported("string literals unsupported", node)
         if "float" in node.type or "double" in node.type:
-            raise Unsupported("floating point unsupported", node)
+            return self.float_constant(node)
         digits = text.rstrip("uUlL")
         suffix = text[len(digits):].lower()
         if digits.lower().startswith("0x"):
@@ -191,6 +194,8 @@ class ExpressionsMixin:
                 if s is None:
                     return None, cur
                 new = nv.expr
+            elif is_float(cur):
+                new = self.float_arith("+" if "+" in op else "-", cur, one, node).expr
             else:
                 delta = 1 if "+" in op else -1
                 pt = cint.common_type(cur.ctype, self.int_t, self.dm)
@@ -204,6 +209,8 @@ class ExpressionsMixin:
             return s, Val(z3.Not(v.as_bool()), self.int_t)
         if is_ptr(v):
             raise Unsupported(f"unary {op!r} on a pointer unsupported", node)
+        if is_float(v):
+            return s, self.float_unary(op, v, node)
         t = cint.promote(v.ctype, self.dm)
         e = cint.convert(v.as_int(), v.ctype, t)
         if op == "-":
@@ -245,6 +252,8 @@ class ExpressionsMixin:
             return None, b
         if is_ptr(a) or is_ptr(b):
             return self.ptr_arith(s, op, a, b, node)
+        if is_float(a) or is_float(b):
+            return s, self.float_arith(op, a, b, node)
         return s, self.arith(op, a, b, node)
 
     def arith(self, op: str, a: Val, b: Val, node: c_ast.Node) -> Val:
@@ -306,6 +315,8 @@ class ExpressionsMixin:
                 s, v = self.ptr_arith(s, node.op[:-1], cur, v, node)
                 if s is None:
                     return None, v
+            elif is_float(cur) or is_float(v):
+                v = self.float_arith(node.op[:-1], cur, v, node)
             else:
                 v = self.arith(node.op[:-1], cur, v, node)
         new = self.coerce(v, loc.ctype, node)

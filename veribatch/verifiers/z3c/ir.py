@@ -88,6 +88,8 @@ class Val:
     def as_bool(self) -> z3.BoolRef:
         if z3.is_bool(self.expr):
             return self.expr  # type: ignore[return-value]
+        if z3.is_fp(self.expr):  # NaN is true, +0 and -0 false
+            return z3.Not(z3.fpIsZero(self.expr))
         if not z3.is_arith(self.expr):  # a pointer (`memory.Ptr`): true unless NULL
             from veribatch.verifiers.z3c.memory import null
 
@@ -133,3 +135,6 @@ class Encoding:
     loop_sites: list[cfront.LoopSite]
     cut: bool  # unroll mode: some path was cut at the unrolling depth
     cut_guards: list[z3.BoolRef]  # unroll mode: path constraints of the cut paths
+    definitions: list[z3.BoolRef] = field(default_factory=list)  # unroll mode: x = bv2int(b) links
+    nd_kind: z3.FuncDeclRef | None = None  # unroll mode with floats: which sequence slot i reads
+    nd_bits: dict[int, z3.FuncDeclRef] = field(default_factory=dict)  # width → bits sequence

@@ -35,6 +35,7 @@ from pycparser import c_ast
 
 from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.cint import CType
+from veribatch.verifiers.z3c.floats import FloatType, float_from_specifiers, is_float
 from veribatch.verifiers.z3c.ir import State, Unsupported, Val, Var
 
 
@@ -132,6 +133,11 @@ class MemoryMixin:
                     return self.resolve_type(self.typedefs[names[0]], where)
                 t = cint.from_specifiers(names, self.dm)
                 if t is None:
+                    t = float_from_specifiers(names)
+                    if t is not None:
+                        self.need_fp(f"type {' '.join(names)!r} unsupported", where)
+                        return t
+                if t is None:
                     raise Unsupported(f"type {' '.join(names)!r} unsupported", where)
                 return t
             if isinstance(inner, c_ast.Struct | c_ast.Union):
@@ -176,6 +182,12 @@ class MemoryMixin:
             if nondet:
                 raise Unsupported("extern pointer variables unsupported", decl)
             value = null()
+        elif isinstance(t, FloatType):
+            if nondet:
+                state, fv = self.float_nondet(state, t, decl.name)
+                value = fv.expr
+            else:
+                value = z3.fpToFP(z3.RNE(), z3.RealVal(0), t.sort())
         elif nondet:
             state, value = self.nondet(state, t, decl.name)
         else:
@@ -221,6 +233,9 @@ class MemoryMixin:
             # indeterminate: NULL or no object (any dereference is undefined)
             value = z3.Const(f"{decl.name}!{next(self.counter)}", ptr_sort())
             s = s.assume(base_of(value) <= 0)
+        elif isinstance(t, FloatType):
+            s, fv = self.float_nondet(state, t, decl.name)
+            value = fv.expr
         else:
             s, value = self.nondet(state, t, decl.name)
         var = Var(self.new_uid(decl.name), decl.name, t)
@@ -335,6 +350,12 @@ class MemoryMixin:
 
     def coerce(self, v: Val, t: CType, node: c_ast.Node) -> z3.ExprRef:
         """`v` converted to `t` as by assignment; pointers only to compatible pointers."""
+        if isinstance(t, FloatType):
+            return self.to_float(v, t, node)
+        if is_float(v):
+            if isinstance(t, PtrType):
+                raise Unsupported("floating point to pointer conversion unsupported", node)
+            return self.float_to_int(v, t)
         if isinstance(t, PtrType):
             if is_ptr(v):
                 src = v.ctype.target
