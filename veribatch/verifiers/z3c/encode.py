@@ -69,8 +69,11 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         depth: int = 0,
         data_model: str = "ILP32",
         should_stop: Callable[[], bool] | None = None,
+        havoc: frozenset[str] = frozenset(),
     ):
         self.ast = ast
+        # chc mode: names outside the cone of influence (`slicing`), assigned arbitrary values
+        self.havoc = havoc if mode == "chc" else frozenset()
         self.mode = mode
         self.depth = depth
         self.dm = data_model
@@ -159,6 +162,8 @@ def encode(
     depth: int = 0,
     data_model: str = "ILP32",
     should_stop: Callable[[], bool] | None = None,
+    havoc: frozenset[str] = frozenset(),
 ) -> Encoding:
     """Encode `main` of `ast`; raises `Unsupported`."""
-    return Encoder(ast, mode=mode, depth=depth, data_model=data_model, should_stop=should_stop).encode()
+    return Encoder(ast, mode=mode, depth=depth, data_model=data_model, should_stop=should_stop,
+                   havoc=havoc).encode()

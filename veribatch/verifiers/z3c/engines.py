@@ -26,7 +26,7 @@ import z3
 from pycparser import c_ast
 
 from veribatch.verifiers import cfront
-from veribatch.verifiers.z3c import cexpr, chc, replay
+from veribatch.verifiers.z3c import cexpr, chc, replay, slicing
 from veribatch.verifiers.z3c.encode import Encoding, encode
 
 ENCODING_VERSION = "2"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE
@@ -81,6 +81,28 @@ def program(text: str, data_model: str = "ILP32") -> tuple[c_ast.FileAST, Encodi
     return ast, enc
 
 
+_SLICED: OrderedDict[tuple[str, str], tuple[c_ast.FileAST, Encoding]] = OrderedDict()
+
+
+def spacer_program(text: str, data_model: str = "ILP32") -> tuple[c_ast.FileAST, Encoding]:
+    """The Horn encoding Spacer solves: the program's, sliced to its cone of influence.
+
+    Variables that never reach a branch, call or return (`slicing`) get arbitrary
+    values; with none, this is `program`'s encoding.  Candidate checks keep `program`.
+    """
+    ast, enc = program(text, data_model)
+    havoc = slicing.irrelevant_names(ast)
+    if not havoc:
+        return ast, enc
+    got = _SLICED.get((text, data_model))
+    if got is None:
+        got = (ast, encode(ast, mode="chc", data_model=data_model, havoc=havoc))
+        _SLICED[(text, data_model)] = got
+        while len(_SLICED) > _PROGRAMS_MAX:
+            _SLICED.popitem(last=False)
+    return got
+
+
 def fresh_context() -> None:
     """Give this process a new, empty Z3 context, keeping parsed programs.
 
@@ -98,6 +120,7 @@ def fresh_context() -> None:
     for (text, _), (ast, _) in _PROGRAMS.items():
         _PARSED[text] = ast
     _PROGRAMS.clear()
+    _SLICED.clear()
     cexpr._expr_encoder.cache_clear()
     z3.z3._main_ctx = None  # the next z3 call makes a new main context
 
@@ -176,7 +199,7 @@ def run_spacer(
     (`portfolio.RECHECK_FACTOR`).  A proof whose re-check does not finish is answered
     "unknown" (with "ran out of time" when that is why: a later round may do better).
     """
-    ast, enc = program(text, data_model)
+    ast, enc = spacer_program(text, data_model)
     grace = RECHECK_GRACE_S if recheck_grace_s is None else recheck_grace_s
     deadline = time.monotonic() + timeout_s + grace
     ans = chc.solve(enc, timeout_ms=int(timeout_s * 1000), global_guidance=global_guidance,

@@ -13,7 +13,7 @@ from pycparser import c_ast
 from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.cint import CType
 from veribatch.verifiers.z3c.floats import is_float
-from veribatch.verifiers.z3c.ir import State, Unsupported, Val
+from veribatch.verifiers.z3c.ir import State, Unsupported, Val, Var
 from veribatch.verifiers.z3c.memory import base_of, is_ptr, mk_ptr
 
 
@@ -200,6 +200,8 @@ class ExpressionsMixin:
                 delta = 1 if "+" in op else -1
                 pt = cint.common_type(cur.ctype, self.int_t, self.dm)
                 new = cint.convert(cint.convert(cur.expr, cur.ctype, pt) + delta, pt, cur.ctype)
+            if isinstance(loc, Var) and loc.cname in self.havoc:
+                new = self.fresh(loc.uid)  # outside the cone of influence: any value
             s = self.write(s, loc, new)
             return s, Val(cur.expr if op.startswith("p") else new, cur.ctype)
         s, v = self.eval(state, node.expr)
@@ -320,6 +322,8 @@ class ExpressionsMixin:
             else:
                 v = self.arith(node.op[:-1], cur, v, node)
         new = self.coerce(v, loc.ctype, node)
+        if isinstance(loc, Var) and loc.cname in self.havoc:
+            new = self.fresh(loc.uid)  # outside the cone of influence: any value
         return self.write(s, loc, new), Val(new, loc.ctype)
 
 

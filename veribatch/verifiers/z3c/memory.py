@@ -229,6 +229,8 @@ class MemoryMixin:
             if s is None:
                 return None
             value = self.coerce(v, t, decl)
+            if decl.name in self.havoc:
+                value = self.fresh(decl.name)  # outside the cone of influence: any value
         elif isinstance(t, PtrType):
             # indeterminate: NULL or no object (any dereference is undefined)
             value = z3.Const(f"{decl.name}!{next(self.counter)}", ptr_sort())

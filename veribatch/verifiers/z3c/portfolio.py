@@ -247,6 +247,7 @@ def _support(text: str, data_model: str, filename: str) -> tuple[Outcome | None,
                 engines.remember_parsed(text, ast)
                 return None, str(exc)
             engines.remember(text, data_model, ast, enc)  # members reuse it
+            engines.spacer_program(text, data_model)  # and the sliced one
     except cfront.CParseError as exc:
         return Outcome("UNKNOWN", f"parse error: {exc}"), None
     except Unsupported as exc:
