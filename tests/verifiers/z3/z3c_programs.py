@@ -235,3 +235,12 @@ pair(
        switch (k) { case 1: r = 10; break; case 2: r = 20; case 3: r += 1; break; default: r = -1; }
        __VERIFIER_assert(k != 2 || r == 20); return 0; }""",
 )
+pair(
+    "shift-by-a-variable",  # 1 << k for k in 0..7; the twin's bound is off by one power
+    """int main() { unsigned int k = __VERIFIER_nondet_uint() % 8; unsigned int x = 1u << k;
+       int n = __VERIFIER_nondet_int(); if (n < 0 || n > 30) return 0; int y = 1073741824 >> n;
+       __VERIFIER_assert(x >= 1 && x <= 128 && y >= 1); return 0; }""",
+    """int main() { unsigned int k = __VERIFIER_nondet_uint() % 8; unsigned int x = 1u << k;
+       __VERIFIER_assert(x <= 64); return 0; }""",
+)
+

@@ -264,12 +264,25 @@ class ExpressionsMixin:
             t = cint.promote(a.ctype, self.dm)
             ae = cint.convert(a.as_int(), a.ctype, t)
             k = _int_value(b.as_int())
-            if k is None or k < 0 or k >= t.width:
-                raise Unsupported(f"shift by a non-constant amount unsupported ({op})", node)
-            if op == "<<":
-                r = ae * (1 << k)
-                return Val(r if t.signed else cint.convert(r, _wide(t), t), t)
-            return Val(ae / (1 << k), t)  # floor: gcc's arithmetic shift for signed
+
+            def shifted(k: int) -> z3.ArithRef:
+                if op == "<<":
+                    r = ae * (1 << k)
+                    return r if t.signed else cint.convert(r, _wide(t), t)
+                return ae / (1 << k)  # floor: gcc's arithmetic shift for signed
+
+            if k is None:
+                # A count outside 0..width-1 is undefined behaviour (C 6.5.7), outside the
+                # property like signed overflow: any value.  (gcc's replay runs with
+                # -fsanitize=shift, so no counterexample rests on it.)
+                be = b.as_int()
+                r = self.fresh("shift_ub")
+                for i in reversed(range(t.width)):
+                    r = z3.If(be == i, shifted(i), r)
+                return Val(r, t)
+            if k < 0 or k >= t.width:
+                raise Unsupported(f"shift by {k} (undefined for {t.name}) unsupported ({op})", node)
+            return Val(shifted(k), t)
         if op in ("&", "|", "^") and a.is_01 and b.is_01:
             ab, bb = a.as_bool(), b.as_bool()
             r = z3.And(ab, bb) if op == "&" else z3.Or(ab, bb) if op == "|" else z3.Xor(ab, bb)
