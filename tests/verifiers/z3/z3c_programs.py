@@ -243,4 +243,20 @@ pair(
     """int main() { unsigned int k = __VERIFIER_nondet_uint() % 8; unsigned int x = 1u << k;
        __VERIFIER_assert(x <= 64); return 0; }""",
 )
+pair(
+    "cil-forward-goto",  # CIL's loop shape: goto while_break, plus a goto out of the loop
+    """int main() { int x = 0; int n = __VERIFIER_nondet_int(); if (n > 100) return 0;
+       while (1) { while_continue: ; if (!(x < n)) { goto while_break; } x++; if (x == 50) goto out; }
+       while_break: ;
+       __VERIFIER_assert(n <= 0 || x == n); return 0;
+       out: __VERIFIER_assert(x == 50 && n >= 50); return 1; }""",
+    """int main() { int x = 0; int n = __VERIFIER_nondet_int(); if (n > 100) return 0;
+       while (1) { while_continue: ; if (!(x < n)) { goto while_break; } x++; if (x == 50) goto out; }
+       while_break: ;
+       __VERIFIER_assert(n <= 0 || x == n); return 0;
+       out: __VERIFIER_assert(x == 50 && n > 50); return 1; }""",
+)
+CASES.append(("goto-over-a-declaration-safe", "TRUE", prog(
+    "int main() { int c = __VERIFIER_nondet_int(); if (c) goto L; int y = 5;\n"
+    "  L: __VERIFIER_assert(c || y == 5); return 0; }")))
 

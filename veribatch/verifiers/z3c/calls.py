@@ -163,9 +163,13 @@ class CallsMixin:
         s = s.with_env(env)
         self.frames.append([scope])
         self.call_stack.append(fname)
+        self.enter_function(fdef.body)
         try:
             out = self.exec_stmt(s, fdef.body)
+            self.leave_function()
         finally:
+            if self.goto_frames and len(self.goto_frames) > len(self.call_stack) - 1:
+                self.goto_frames.pop()
             self.call_stack.pop()
             frame = self.frames.pop()
         dead = {v.uid for sc in frame for v in sc.values()}

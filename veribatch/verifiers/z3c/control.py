@@ -173,7 +173,8 @@ class ControlFlowMixin:
             out.normal.append(state)
             return out
         if isinstance(node, c_ast.Goto):
-            raise Unsupported("goto unsupported", node)
+            self.exec_goto(state, node)
+            return out
         if isinstance(node, c_ast.Switch):
             return self.exec_switch(state, node)
         if isinstance(node, c_ast.FuncDef):
@@ -191,8 +192,9 @@ class ControlFlowMixin:
         s: State | None = state
         try:
             for item in items:
+                s = self.arrive(s, item)  # forward gotos to a label on `item` join here
                 if s is None:
-                    break
+                    continue
                 sub = self.exec_stmt(s, item)
                 out.absorb(sub, normal=False)
                 s = self.merge(sub.normal)
@@ -207,6 +209,63 @@ class ControlFlowMixin:
             out.cont = [self._drop(x, dead) for x in out.cont]
             out.ret = [(self._drop(x, dead), v) for x, v in out.ret]
         return out
+
+    # ------------------------------------------------------------------ goto
+    # A forward goto (CIL's `goto while_break;`, `goto return_label;`) parks its state
+    # until the block walk arrives at the labelled statement, where it joins the states
+    # arriving in sequence: the control-flow graph's edge, encoded like a `break`.  A
+    # goto to a label before it (a loop made of gotos) or one never arrived at (inside
+    # a branch or loop the walk does not enter) stays unsupported.
+    def enter_function(self, body: c_ast.Node) -> None:
+        labels: dict[str, tuple[int, int]] = {}
+
+        class Labels(c_ast.NodeVisitor):
+            def visit_Label(self, n: c_ast.Label) -> None:
+                labels[n.name] = (n.coord.line, n.coord.column) if n.coord else (0, 0)
+                self.generic_visit(n)
+
+        Labels().visit(body)
+        self.goto_frames.append((labels, {}))
+
+    def leave_function(self) -> None:
+        _, pending = self.goto_frames.pop()
+        left = [name for name, states in pending.items() if states]
+        if left:
+            raise Unsupported(f"goto {left[0]} into a block not entered unsupported")
+
+    def exec_goto(self, state: State, node: c_ast.Goto) -> None:
+        labels, pending = self.goto_frames[-1]
+        at = (node.coord.line, node.coord.column) if node.coord else (0, 0)
+        if node.name not in labels:
+            raise Unsupported(f"goto to an undefined label {node.name!r}", node)
+        if labels[node.name] <= at:
+            raise Unsupported("goto to an earlier label (backward goto) unsupported", node)
+        pending.setdefault(node.name, []).append(state)
+
+    def arrive(self, s: State | None, item: c_ast.Node) -> State | None:
+        """Join the states of gotos to the labels on `item` with `s` (None: unreachable)."""
+        if not self.goto_frames or not isinstance(item, c_ast.Label):
+            return s
+        pending = self.goto_frames[-1][1]
+        jumps: list[State] = []
+        while isinstance(item, c_ast.Label):
+            jumps += pending.pop(item.name, [])
+            item = item.stmt
+        if not jumps:
+            return s
+        if s is not None:
+            # variables of scopes the jump left go (arrays die); ones declared between
+            # the goto and the label are indeterminate on the jump
+            aligned = []
+            for g in jumps:
+                g = self._drop(g, set(g.env) - set(s.env))
+                env = dict(g.env)
+                for k, v in s.env.items():
+                    if k not in env:
+                        env[k] = self.fresh(k) if z3.is_int(v) else z3.FreshConst(v.sort(), k)
+                aligned.append(g.with_env(env))
+            jumps = aligned
+        return self.merge([x for x in [s, *jumps] if x is not None])
 
     def exec_switch(self, state: State, node: c_ast.Switch) -> Outcomes:
         """Dispatch on the case constants, with fall-through; `break` leaves the switch."""

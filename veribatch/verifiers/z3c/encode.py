@@ -102,7 +102,9 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         self.instances: dict[int, int] = {}
         self.int_t = cint.type_named("int", data_model)
         self.definitions: list[z3.BoolRef] = []  # global definitions of fresh terms (floats)
-        self.array_uids: set[str] = set()  # variables naming an array object (memory)
+        self.array_uids: set[str] = set()
+        # per function being executed: its labels' positions, states of pending gotos
+        self.goto_frames: list[tuple[dict[str, tuple[int, int]], dict[str, list[State]]]] = []  # variables naming an array object (memory)
 
     # ------------------------------------------------------------------ helpers
     def fresh(self, base: str) -> z3.ArithRef:
@@ -142,7 +144,9 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
             return self._result()
         self.frames.append([{}])
         self.call_stack.append("main")
+        self.enter_function(main.body)
         out = self.exec_stmt(state, main.body)
+        self.leave_function()
         self.call_stack.pop()
         self.frames.pop()
         del out  # leaving main (fall-through or return) ends the program: safe
