@@ -108,3 +108,13 @@ def test_invbench_easy_array_programs_false_as_uautomizer(shared_data: Path, inv
         res = api.verify((invbench_easy / name).read_text(), 20, in_process=True, filename=name)
         assert str(res.status) == expected[name] == "FALSE", (name, res.status, res.reason)
         assert res.extras["counterexample"]["replay"] == "reach_error reached by the compiled program"
+
+
+def test_heap_sorts_follow_a_fresh_z3_context():
+    """The fork server renews z3's context after its warm-up: the Ptr sort must follow."""
+    from veribatch.verifiers.z3c import engines
+
+    text = MEMORY_CASES[1][2]
+    assert api.verify(text, 20, in_process=True).status is Status.FALSE
+    engines.fresh_context()
+    assert api.verify(text, 20, in_process=True).status is Status.FALSE

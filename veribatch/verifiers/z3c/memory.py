@@ -59,19 +59,20 @@ class MemLoc:
     ctype: CType
 
 
-_SORTS: dict[int, tuple[z3.DatatypeSortRef, z3.ArraySortRef]] = {}
+# (context, Ptr sort, heap sort): the context itself is kept, so that a new context
+# (`engines.fresh_context`) is never mistaken for the old one by a reused id.
+_SORTS: list[tuple[z3.Context, z3.DatatypeSortRef, z3.ArraySortRef]] = []
 
 
 def ptr_sort() -> z3.DatatypeSortRef:
-    """`Ptr(base, off)`, made once per z3 context (`engines.fresh_context` renews it)."""
-    key = id(z3.main_ctx())
-    if key not in _SORTS:
+    """`Ptr(base, off)`, made once per z3 context."""
+    ctx = z3.main_ctx()
+    if not _SORTS or _SORTS[0][0] is not ctx:
         dt = z3.Datatype("Ptr")
         dt.declare("ptr", ("base", z3.IntSort()), ("off", z3.IntSort()))
         sort = dt.create()
-        _SORTS.clear()
-        _SORTS[key] = (sort, z3.ArraySort(z3.IntSort(), z3.ArraySort(z3.IntSort(), z3.IntSort())))
-    return _SORTS[key][0]
+        _SORTS[:] = [(ctx, sort, z3.ArraySort(z3.IntSort(), z3.ArraySort(z3.IntSort(), z3.IntSort())))]
+    return _SORTS[0][1]
 
 
 def is_ptr(v: Val) -> bool:
@@ -97,7 +98,7 @@ def null() -> z3.DatatypeRef:
 def heap_env() -> dict[str, z3.ExprRef]:
     """The initial heap: no object, unconstrained contents."""
     ptr_sort()
-    mem_sort = _SORTS[id(z3.main_ctx())][1]
+    mem_sort = _SORTS[0][2]
     return {
         "$mem": z3.Const("$mem!init", mem_sort),
         "$size": z3.K(z3.IntSort(), z3.IntVal(0)),
