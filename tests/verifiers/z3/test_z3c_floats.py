@@ -8,6 +8,7 @@ only converted to an integer, a Spacer proof.
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,11 @@ def test_fermat1_input_doubles_converted_to_int(shared_data: Path, invbench_easy
     assert {r["file"]: r["result"] for r in timing}["fermat1_3.c"] == "TRUE"
     res = api.verify((invbench_easy / "fermat1_3.c").read_text(), 30, in_process=True, filename="fermat1_3.c")
     assert res.status is Status.TRUE and res.extras["proof_checked"], (res.status, res.reason)
+
+
+def test_uninitialised_double_local_is_an_input_replayed_from_its_bits():
+    text = H + "int main() { double d; if (d > 2.5 && d < 3.0) reach_error(); return 0; }"
+    res = api.verify(text, 20, in_process=True)
+    assert res.status is Status.FALSE
+    [bits] = res.extras["counterexample"]["inputs"]
+    assert 2.5 < struct.unpack("<d", struct.pack("<Q", bits))[0] < 3.0

@@ -92,6 +92,7 @@ def program_source(ast: c_ast.FileAST, values: list[int], *, data_model: str = "
         and not (isinstance(e, c_ast.Decl) and e.name in ours | {"rand"})
     ]
     _Rewrite(data_model == "ILP32").visit(tree)
+    Calls().visit(tree)  # the rewrite may call the float input readers
     long_as = "int" if data_model == "ILP32" else "long"
     vals = ", ".join(f"{v % (1 << 64)}ULL" for v in values) or "0ULL"
     lines = [
@@ -108,7 +109,7 @@ def program_source(ast: c_ast.FileAST, values: list[int], *, data_model: str = "
         " { __vb_err(); }",
     ]
     for name, (ctype, ints) in _FLOAT_INPUTS.items():
-        if name not in defined:  # the value's bits, as `floats.float_nondet` reads ND(i)
+        if name in called and name not in defined:  # its bits, as `floats.float_nondet` reads ND(i)
             lines.append(f"{ctype} {name}(void) {{ unsigned {ints} b = (unsigned {ints})__vb_nd();"
                          f" {ctype} d; __builtin_memcpy(&d, &b, sizeof d); return d; }}")
     for name in sorted(called - defined):
