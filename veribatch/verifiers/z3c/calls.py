@@ -13,7 +13,7 @@ from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.cint import CType
 from veribatch.verifiers.z3c.floats import DOUBLE, FLOAT, FloatType
 from veribatch.verifiers.z3c.ir import State, Unsupported, Val, Var
-from veribatch.verifiers.z3c.memory import PtrType, is_ptr
+from veribatch.verifiers.z3c.memory import PtrType, is_ptr, null
 
 # Builtins: nondet functions and their result types.
 _NONDET = {
@@ -220,10 +220,10 @@ class CallsMixin:
             raise Unsupported(f"{fname} of a pointer-sized amount unsupported", node)
         sizes = [cint.convert(v.as_int(), v.ctype, size_t) for v in vals]
         nbytes = sizes[0] * sizes[1] if fname == "calloc" else sizes[0]
-        if fname in ("malloc", "calloc"):
-            # modelled as succeeding: the NULL result is a path cut like undefined behaviour
-            self.cut = True
-            self.cut_guards.append(z3.And(*s.cond))
         s, p = self.allocate(s, nbytes, zero=fname == "calloc")
+        if fname in ("malloc", "calloc"):
+            # may fail: NULL on an arbitrary choice (not an input, so a trace that needs
+            # the failure is not replayed: gcc's malloc succeeds there)
+            p = z3.If(z3.FreshConst(z3.BoolSort(), f"{fname}_ok"), p, null())
         return s, Val(p, self.ptr_type(None))
 

@@ -17,7 +17,8 @@ it is not (out of bounds, NULL, freed or dead object, pointers of two objects
 compared) is undefined behaviour: it is cut like a path longer than the
 unrolling bound, so a complete unrolling (a TRUE) also proves every access
 defined, and a counterexample is still only one that gcc replays.  `malloc`
-is modelled as succeeding; its NULL result is cut the same way.
+and `calloc` may return NULL (an arbitrary choice, not an input): a program
+must handle it (a dereference of NULL is cut) to be proved.
 
 The heap is modelled in bounded model checking (``unroll`` mode) only: in the
 Horn encoding (``chc``) every memory construct raises `BmcOnly`, an
