@@ -172,6 +172,53 @@ def _strip_attributes(text: str) -> str:
     return text.replace(_ATTRIBUTE_MARK, " ")
 
 
+# A line that can only be C code at file scope (declaration keyword or directive),
+# never the prose of a header comment.
+_CODE_LINE = re.compile(
+    r"^\s*(?:#\s*(?:include|define|if|ifdef|ifndef)\b|(?:extern|typedef|static|void|int|"
+    r"unsigned|signed|long|short|char|_Bool|struct|union|enum|const|double|float)\b)"
+)
+_COMMENT_OPEN = re.compile(r'//[^\n]*|/\*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
+
+
+def close_lost_comment(text: str) -> tuple[str, str | None]:
+    """Close a block comment whose `*/` line was lost; (text, what was done or None).
+
+    Some InvBench files (``prodbin-ll_unwindbound*``) lost the ``*/`` line of their
+    header comment when the benchmark was generated: as written the whole program is
+    a comment (cpp: "unterminated comment"), yet the upstream task (SV-COMP's
+    ``prodbin-ll.c``) and UAutomizer's verdict are about the code after it.  The
+    comment is closed at the end of the line before the first line that can only be
+    C code at file scope (a declaration keyword or a directive at the line start);
+    with no such line the text is returned unchanged and parsing fails as before.
+    Comments that are closed are never touched.
+    """
+    pos = 0
+    while True:
+        m = _COMMENT_OPEN.search(text, pos)
+        if m is None:
+            return text, None
+        if m.group(0) != "/*":
+            pos = m.end()
+            continue
+        end = text.find("*/", m.end())
+        if end >= 0:
+            pos = end + 2
+            continue
+        start = text.index("\n", m.end()) + 1 if "\n" in text[m.end():] else len(text)
+        offset = start
+        for line in text[start:].splitlines(keepends=True):
+            if _CODE_LINE.match(line):
+                opened = text.count("\n", 0, m.start()) + 1
+                closed = text.count("\n", 0, offset)
+                return (
+                    text[:offset - 1] + " */" + text[offset - 1:],
+                    f"comment opened at line {opened} never closed: closed at the end of line {closed}",
+                )
+            offset += len(line)
+        return text, None
+
+
 def preprocess(text: str, *, filename: str = "<program>", use_cpp: bool | None = None) -> str:
     """The text pycparser sees: the typedef prelude, then the preprocessed program."""
     if use_cpp is None:
@@ -187,7 +234,9 @@ def parse(
 
     `use_cpp=False` skips the external preprocessor (for small texts without
     function-like macros, e.g. expressions, where its start-up would dominate).
+    A block comment left open is closed first (`close_lost_comment`).
     """
+    text, _ = close_lost_comment(text)
     source = preprocess(text, filename=filename, use_cpp=use_cpp)
     parser = c_parser.CParser()
     try:

@@ -8,7 +8,7 @@ subset the verdict is UNKNOWN naming the construct.
 from __future__ import annotations
 
 import pytest
-from z3c_programs import CASES, UNSUPPORTED
+from z3c_programs import CASES, UNSUPPORTED, prog
 
 from veribatch.verifiers.result import Status
 from veribatch.verifiers.z3c import api
@@ -127,3 +127,13 @@ def test_extract_invariants_per_loop_label():
     # loop 2's invariant is inductive relative to loop 1's: alone, its entry is over-approximated
     second = api.check_candidate(text, 2, invs[1]["invariant"], 2000)
     assert second.consecution is True and second.safety is True and not second.exact
+
+
+def test_a_trace_through_an_undefined_shift_is_no_counterexample():
+    """1 << 40 is undefined: the model lets it be anything, gcc's UBSan stops the replay."""
+    text = prog("int main() { int s = __VERIFIER_nondet_int(); int x = 1 << s;\n"
+                "  if (s == 40) reach_error(); return x; }")
+    res = api.verify(text, 3, in_process=True)
+    assert res.status in (Status.UNKNOWN, Status.TIMEOUT), (res.status, res.reason)
+    assert "unconfirmed counterexample" in res.reason
+

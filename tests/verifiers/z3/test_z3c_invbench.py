@@ -29,14 +29,47 @@ def _expected(path: Path) -> dict[str, str]:
     return {row["file"]: row["result"] for row in json.loads(path.read_text())}
 
 
-def _run(folder: Path, names: list[str], expected: dict[str, str], timeout: float):
+def _disputed(shared_data: Path) -> dict[str, str]:
+    """Easy files where Wonda's re-run of UAutomizer decided against InvBench's label.
+
+    Only a FALSE confirmed by a gcc replay may side with the re-run (see `_run`).
+    """
+    rows = json.loads((shared_data / "wonda" / "wonda-eval-invbench-easy.json").read_text())
+    label = _expected(shared_data / "invbench" / "Dataset" / "Evaluation" / "timing_easy.json")
+    return {r["file"]: r["baseline_decision"] for r in rows
+            if r["baseline_decision"] in ("TRUE", "FALSE")
+            and label.get(r["file"], r["baseline_decision"]) != r["baseline_decision"]}
+
+
+def _run(folder: Path, names: list[str], expected: dict[str, str], timeout: float,
+         disputed: dict[str, str] | None = None):
     got = {}
     for name in names:
         res = api.verify((folder / name).read_text(), timeout, in_process=True, filename=name)
         got[name] = res
+    disputed = disputed or {}
     wrong = {n: (str(r.status), expected[n]) for n, r in got.items()
-             if r.status.decided and str(r.status) != expected[n]}
+             if r.status.decided and str(r.status) != expected[n]
+             and not (str(r.status) == "FALSE" == disputed.get(n)
+                      and "reach_error reached" in r.extras["counterexample"]["replay"])}
     return got, wrong
+
+
+def test_lost_comment_end_programs_are_decided_on_the_code_after_the_comment(
+    shared_data: Path, invbench_easy: Path
+):
+    """Both upstream files lost the `*/` of their header comment (cpp: unterminated comment)."""
+    one = api.verify((invbench_easy / "prodbin-ll_unwindbound1_2.c").read_text(), 10,
+                     in_process=True, filename="prodbin-ll_unwindbound1_2.c")
+    assert one.status is Status.TRUE and one.extras["proof_checked"]
+    assert "closed at the end of line 5" in one.extras["input_repaired"]
+    # Two loop iterations cannot finish the product: a real, gcc-confirmed FALSE.  InvBench
+    # labels it TRUE; Wonda's re-run of UAutomizer (recorded) answers FALSE.
+    two = api.verify((invbench_easy / "prodbin-ll_unwindbound2_3.c").read_text(), 10,
+                     in_process=True, filename="prodbin-ll_unwindbound2_3.c")
+    assert two.status is Status.FALSE
+    assert two.extras["counterexample"]["replay"] == "reach_error reached by the compiled program"
+    assert _disputed(shared_data)["prodbin-ll_unwindbound2_3.c"] == "FALSE"
 
 
 def test_easy_sample_zero_wrong_and_decides_the_known_ones(shared_data: Path, invbench_easy: Path):
@@ -46,7 +79,8 @@ def test_easy_sample_zero_wrong_and_decides_the_known_ones(shared_data: Path, in
     decided = {n for n, r in got.items() if r.status.decided}
     assert {"trex01-1_1.c", "ps5-ll_unwindbound1_3.c", "sum04-2_1.c"} <= decided
     assert len(decided) >= 11, {n: (r.status, r.reason) for n, r in got.items()}
-    for n in ("brs2f_1.c", "sll-01-1_8.c", "freire2_valuebound10_6.c"):
+    assert got["brs2f_1.c"].status is Status.FALSE  # arrays: the memory model's BMC
+    for n in ("sll-01-1_8.c", "freire2_valuebound10_6.c"):
         assert got[n].status is Status.UNKNOWN and "unsupported" in got[n].reason
     # a TRUE from Spacer carries re-checked invariants in C
     assert got["benchmark24_conjunctive_1.c"].extras["invariants"]
@@ -56,7 +90,7 @@ def test_easy_sample_zero_wrong_and_decides_the_known_ones(shared_data: Path, in
 def test_whole_easy_split_short_budget_zero_wrong(shared_data: Path, invbench_easy: Path):
     expected = _expected(shared_data / "invbench" / "Dataset" / "Evaluation" / "timing_easy.json")
     names = sorted(p.name for p in invbench_easy.glob("*.c"))
-    got, wrong = _run(invbench_easy, names, expected, timeout=1.0)
+    got, wrong = _run(invbench_easy, names, expected, timeout=1.0, disputed=_disputed(shared_data))
     assert wrong == {}
     assert sum(r.status.decided for r in got.values()) >= 30
 

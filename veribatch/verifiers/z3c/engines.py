@@ -26,7 +26,7 @@ import z3
 from pycparser import c_ast
 
 from veribatch.verifiers import cfront
-from veribatch.verifiers.z3c import cexpr, chc, replay
+from veribatch.verifiers.z3c import cexpr, chc, replay, slicing
 from veribatch.verifiers.z3c.encode import Encoding, encode
 
 ENCODING_VERSION = "2"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE
@@ -48,6 +48,13 @@ def remember(text: str, data_model: str, ast: c_ast.FileAST, enc: Encoding) -> N
     _PROGRAMS.move_to_end((text, data_model))
     while len(_PROGRAMS) > _PROGRAMS_MAX:
         _PROGRAMS.popitem(last=False)
+
+
+def remember_parsed(text: str, ast: c_ast.FileAST) -> None:
+    """Keep a program parsed elsewhere whose Horn encoding failed (BMC-only programs)."""
+    if len(_PARSED) >= _PROGRAMS_MAX:
+        _PARSED.clear()
+    _PARSED[text] = ast
 
 
 def parsed(text: str) -> c_ast.FileAST:
@@ -74,6 +81,28 @@ def program(text: str, data_model: str = "ILP32") -> tuple[c_ast.FileAST, Encodi
     return ast, enc
 
 
+_SLICED: OrderedDict[tuple[str, str], tuple[c_ast.FileAST, Encoding]] = OrderedDict()
+
+
+def spacer_program(text: str, data_model: str = "ILP32") -> tuple[c_ast.FileAST, Encoding]:
+    """The Horn encoding Spacer solves: the program's, sliced to its cone of influence.
+
+    Variables that never reach a branch, call or return (`slicing`) get arbitrary
+    values; with none, this is `program`'s encoding.  Candidate checks keep `program`.
+    """
+    ast, enc = program(text, data_model)
+    havoc = slicing.irrelevant_names(ast)
+    if not havoc:
+        return ast, enc
+    got = _SLICED.get((text, data_model))
+    if got is None:
+        got = (ast, encode(ast, mode="chc", data_model=data_model, havoc=havoc))
+        _SLICED[(text, data_model)] = got
+        while len(_SLICED) > _PROGRAMS_MAX:
+            _SLICED.popitem(last=False)
+    return got
+
+
 def fresh_context() -> None:
     """Give this process a new, empty Z3 context, keeping parsed programs.
 
@@ -91,6 +120,7 @@ def fresh_context() -> None:
     for (text, _), (ast, _) in _PROGRAMS.items():
         _PARSED[text] = ast
     _PROGRAMS.clear()
+    _SLICED.clear()
     cexpr._expr_encoder.cache_clear()
     z3.z3._main_ctx = None  # the next z3 call makes a new main context
 
@@ -169,7 +199,7 @@ def run_spacer(
     (`portfolio.RECHECK_FACTOR`).  A proof whose re-check does not finish is answered
     "unknown" (with "ran out of time" when that is why: a later round may do better).
     """
-    ast, enc = program(text, data_model)
+    ast, enc = spacer_program(text, data_model)
     grace = RECHECK_GRACE_S if recheck_grace_s is None else recheck_grace_s
     deadline = time.monotonic() + timeout_s + grace
     ans = chc.solve(enc, timeout_ms=int(timeout_s * 1000), global_guidance=global_guidance,
@@ -222,6 +252,7 @@ def run_bmc(
         errors_unsat = not enc.errors
         if enc.errors:
             s = z3.Solver()
+            s.add(*enc.definitions)
             s.set("timeout", left_ms)
             s.add(z3.Or(*[e.guard for e in enc.errors]))
             r = s.check()
@@ -231,10 +262,7 @@ def run_bmc(
                     e for e in enc.errors if z3.is_true(m.eval(e.guard, model_completion=True))
                 )
                 n = m.eval(path.nd, model_completion=True).as_long()
-                values = [
-                    m.eval(enc.nd_func(z3.IntVal(i)), model_completion=True).as_long()
-                    for i in range(n)
-                ]
+                values = [_input(m, enc, i) for i in range(n)]
                 rep = replay.replay(ast, values, data_model=data_model)
                 if rep.confirmed:
                     return {
@@ -255,9 +283,20 @@ def run_bmc(
     return {"answer": "unknown", "reason": last_reason, "next_depth": depth}
 
 
+def _input(m: z3.ModelRef, enc: Encoding, i: int) -> int:
+    """Input i of a BMC model: an integer, or a float's bits (`floats.float_nondet`)."""
+    idx = z3.IntVal(i)
+    if enc.nd_kind is not None:
+        kind = m.eval(enc.nd_kind(idx), model_completion=True).as_long()
+        if kind in enc.nd_bits:
+            return m.eval(enc.nd_bits[kind](idx), model_completion=True).as_long()
+    return m.eval(enc.nd_func(idx), model_completion=True).as_long()
+
+
 def _cut_infeasible(enc: Encoding, deadline: float) -> bool:
     s = z3.Solver()
     s.set("timeout", max(1, int((deadline - time.monotonic()) * 1000)))
+    s.add(*enc.definitions)
     s.add(z3.Or(*enc.cut_guards))
     return s.check() == z3.unsat
 

@@ -44,7 +44,7 @@ import z3
 from veribatch.verifiers import cfront
 from veribatch.verifiers.forkserver import set_parent_death_signal
 from veribatch.verifiers.z3c import engines
-from veribatch.verifiers.z3c.encode import Unsupported
+from veribatch.verifiers.z3c.encode import BmcOnly, Unsupported
 
 GRACE_S = 1.0  # beyond its slice a member gets this long to print its answer
 RECHECK_MIN_S = 2.0  # a forked member that has a proof may re-check it this long past its slice,
@@ -220,23 +220,44 @@ def run_member_safely(
         return {"answer": "error", "reason": f"member {member} crashed: {type(exc).__name__}: {exc}"}
 
 
+def _repairs(text: str) -> dict[str, str]:
+    """A verdict on a damaged input says what the front end repaired (`cfront.close_lost_comment`)."""
+    _, note = cfront.close_lost_comment(text)
+    return {"input_repaired": note} if note else {}
+
+
 def check_supported(text: str, data_model: str, filename: str) -> Outcome | None:
     """Parse and encode up front: UNKNOWN naming the construct when outside the subset,
     ERROR when the text does not parse as C (the tool cannot read it)."""
+    return _support(text, data_model, filename)[0]
+
+
+def _support(text: str, data_model: str, filename: str) -> tuple[Outcome | None, str | None]:
+    """(UNKNOWN naming the construct outside the subset or None, why only BMC applies or None).
+
+    A memory construct (`memory.BmcOnly`) is outside the Horn encoding but inside the
+    bounded unrolling: such a program is checked by the `bmc` member alone.
+    """
     try:
         ast = cfront.parse(text, filename=filename)
         with engines.Z3_LOCK:
-            enc = engines.encode(ast, mode="chc", data_model=data_model)
+            try:
+                enc = engines.encode(ast, mode="chc", data_model=data_model)
+            except BmcOnly as exc:
+                engines.encode(ast, mode="unroll", depth=0, data_model=data_model)
+                engines.remember_parsed(text, ast)
+                return None, str(exc)
             engines.remember(text, data_model, ast, enc)  # members reuse it
+            engines.spacer_program(text, data_model)  # and the sliced one
     except cfront.CParseError as exc:  # cannot read it: ERROR, as for every verifier (result.py)
-        return Outcome("ERROR", f"parse error: {exc}")
+        return Outcome("ERROR", f"parse error: {exc}"), None
     except Unsupported as exc:
-        return Outcome("UNKNOWN", f"unsupported: {exc}")
+        return Outcome("UNKNOWN", f"unsupported: {exc}"), None
     except RecursionError:
-        return Outcome("UNKNOWN", "unsupported: program too deeply nested")
+        return Outcome("UNKNOWN", "unsupported: program too deeply nested"), None
     except Exception as exc:  # noqa: BLE001 - an encoder bug is an ERROR, never a verdict
-        return Outcome("ERROR", f"internal error while encoding: {type(exc).__name__}: {exc}")
-    return None
+        return Outcome("ERROR", f"internal error while encoding: {type(exc).__name__}: {exc}"), None
+    return None, None
 
 
 def verify_text(
@@ -258,9 +279,11 @@ def verify_text(
     start = time.monotonic()
     deadline = start + timeout_s
     fork = not in_process and _can_fork()
-    bad = check_supported(text, data_model, filename)
+    bad, bmc_only = _support(text, data_model, filename)
     if bad is not None:
         return bad
+    if bmc_only is not None:
+        members = tuple(m for m in members if m == "bmc")
     log: list[dict[str, Any]] = []
     active = list(members)
     reasons: dict[str, str] = {}
@@ -309,10 +332,10 @@ def verify_text(
                 if ans == "safe":
                     extras = {"proof": got.get("proof"), "invariants": got.get("invariants", []),
                               "proof_checked": True, "portfolio": log}
-                    return Outcome("TRUE", None, extras)
+                    return Outcome("TRUE", None, {**extras, **_repairs(text)})
                 if ans == "false":
                     return Outcome("FALSE", None, {"counterexample": got.get("counterexample"),
-                                                   "portfolio": log})
+                                                   "portfolio": log, **_repairs(text)})
                 if ans == "unsafe":
                     unsafe_hint = True
                     reasons[member] = "Spacer found the error reachable (no confirmed trace yet)"
@@ -328,6 +351,10 @@ def verify_text(
                 break
             rnd += 1
         why = "; ".join(f"{m}: {r}" for m, r in reasons.items())
+        if bmc_only is not None and not (crashed and crashed == set(members)):
+            return Outcome("UNKNOWN", f"unsupported: {bmc_only} in the Horn encoding; bounded "
+                           f"model checking alone decided nothing in {timeout_s:g} s"
+                           + (f" ({why})" if why else ""), {"portfolio": log})
         if not active and crashed and crashed == set(members):
             return Outcome("ERROR", why, {"portfolio": log})
         if active:

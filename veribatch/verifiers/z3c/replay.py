@@ -27,6 +27,8 @@ from veribatch.verifiers import cfront
 from veribatch.verifiers.z3c import encode
 
 _MARK = "VERIBATCH_REACH_ERROR"
+_FLOAT_INPUTS = {"__VERIFIER_nondet_double": ("double", "long long"),
+                 "__VERIFIER_nondet_float": ("float", "int")}
 
 
 @dataclass
@@ -54,7 +56,11 @@ class _Rewrite(c_ast.NodeVisitor):
                 and isinstance(child.type, c_ast.TypeDecl)
                 and not (child.storage or [])
             ):
-                child.init = c_ast.FuncCall(c_ast.ID("__vb_nd"), None)
+                names = getattr(child.type.type, "names", [])
+                # floating point inputs are bit patterns (see `floats`)
+                reader = "__VERIFIER_nondet_double" if names == ["double"] else \
+                    "__VERIFIER_nondet_float" if names == ["float"] else "__vb_nd"
+                child.init = c_ast.FuncCall(c_ast.ID(reader), None)
             if not isinstance(child, c_ast.FuncDef):
                 self._locals(child)
 
@@ -86,6 +92,7 @@ def program_source(ast: c_ast.FileAST, values: list[int], *, data_model: str = "
         and not (isinstance(e, c_ast.Decl) and e.name in ours | {"rand"})
     ]
     _Rewrite(data_model == "ILP32").visit(tree)
+    Calls().visit(tree)  # the rewrite may call the float input readers
     long_as = "int" if data_model == "ILP32" else "long"
     vals = ", ".join(f"{v % (1 << 64)}ULL" for v in values) or "0ULL"
     lines = [
@@ -101,6 +108,10 @@ def program_source(ast: c_ast.FileAST, values: list[int], *, data_model: str = "
         "void __assert_fail(const char *a, const char *b, unsigned int c, const char *d)"
         " { __vb_err(); }",
     ]
+    for name, (ctype, ints) in _FLOAT_INPUTS.items():
+        if name in called and name not in defined:  # its bits, as `floats.float_nondet` reads ND(i)
+            lines.append(f"{ctype} {name}(void) {{ unsigned {ints} b = (unsigned {ints})__vb_nd();"
+                         f" {ctype} d; __builtin_memcpy(&d, &b, sizeof d); return d; }}")
     for name in sorted(called - defined):
         nd = encode.nondet_type_name(name)
         if nd is not None:

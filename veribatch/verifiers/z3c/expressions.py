@@ -1,0 +1,372 @@
+"""C expressions over mathematical integers: constants, operators, assignments.
+
+Integer semantics (promotions, conversions, wrapping, C division) come from
+`cint`; variables are read and written through the memory model (`memory`).
+Mixed into `encode.Encoder`.
+"""
+
+from __future__ import annotations
+
+import z3
+from pycparser import c_ast
+
+from veribatch.verifiers.z3c import cint
+from veribatch.verifiers.z3c.cint import CType
+from veribatch.verifiers.z3c.floats import is_float
+from veribatch.verifiers.z3c.ir import State, Unsupported, Val, Var
+from veribatch.verifiers.z3c.memory import base_of, is_ptr, mk_ptr
+
+
+class ExpressionsMixin:
+    """Expression evaluation (part of `encode.Encoder`)."""
+
+    # ------------------------------------------------------------------ expressions
+    def eval(
+        self, state: State, node: c_ast.Node, *, want_value: bool = True
+    ) -> tuple[State | None, Val]:
+        dummy = Val(z3.IntVal(0), self.int_t)
+        if state is None:
+            return None, dummy
+        if isinstance(node, c_ast.Constant):
+            return state, self.constant(node)
+        if isinstance(node, c_ast.ID):
+            var = self.lookup(node.name, node)
+            return state, Val(state.env[var.uid], var.ctype)
+        if isinstance(node, c_ast.Cast):
+            s, v = self.eval(state, node.expr)
+            if self.is_void(node.to_type.type):
+                return s, dummy
+            t = self.resolve_type(node.to_type.type, node)
+            if s is None:
+                return None, dummy
+            return s, Val(self.coerce(v, t, node), t)
+        if isinstance(node, c_ast.UnaryOp):
+            return self.eval_unary(state, node)
+        if isinstance(node, c_ast.BinaryOp):
+            return self.eval_binary(state, node)
+        if isinstance(node, c_ast.Assignment):
+            return self.eval_assign(state, node)
+        if isinstance(node, c_ast.TernaryOp):
+            s, c = self.eval(state, node.cond)
+            if s is None:
+                return None, dummy
+            cb = c.as_bool()
+            ts, tv = self.eval(s.assume(cb), node.iftrue) if not z3.is_false(cb) else (None, None)
+            fs, fv = self.eval(s.assume(z3.Not(cb)), node.iffalse) if not z3.is_true(cb) else (None, None)
+            if ts is None and fs is None:
+                return None, dummy
+            if ts is None:
+                return fs, fv
+            if fs is None:
+                return ts, tv
+            if is_ptr(tv) or is_ptr(fv):
+                t = tv.ctype if is_ptr(tv) else fv.ctype
+            elif is_float(tv) or is_float(fv):
+                t = self.float_arith("+", tv, fv, node).ctype  # the usual arithmetic conversions
+            else:
+                t = cint.common_type(tv.ctype, fv.ctype, self.dm)
+            tv = Val(self.coerce(tv, t, node), t)
+            fv = Val(self.coerce(fv, t, node), t)
+            if self._same_env(ts, fs, s):
+                return s, Val(z3.If(cb, tv.expr, fv.expr), t)
+            return self.merge([ts, fs], [tv, fv])
+        if isinstance(node, c_ast.ExprList):
+            s: State | None = state
+            v = dummy
+            for e in node.exprs:
+                s, v = self.eval(s, e)
+                if s is None:
+                    return None, dummy
+            return s, v
+        if isinstance(node, c_ast.FuncCall):
+            return self.eval_call(state, node, want_value)
+        if isinstance(node, c_ast.ArrayRef):
+            s, loc = self.lvalue(state, node)
+            if s is None:
+                return None, dummy
+            return self.read(s, loc)
+        if isinstance(node, c_ast.StructRef):
+            raise Unsupported("structs/pointers unsupported", node)
+        raise Unsupported(f"expression {type(node).__name__} unsupported", node)
+
+    @staticmethod
+    def _same_env(a: State, b: State, base: State) -> bool:
+        """Both branches only added their branch condition to `base` (no side effects)."""
+        n = len(base.cond)
+        return (
+            a.env is base.env and b.env is base.env
+            and a.nd.eq(base.nd) and b.nd.eq(base.nd)
+            and len(a.cond) == n + 1 and len(b.cond) == n + 1
+            and all(x is y for x, y in zip(a.cond, base.cond, strict=False))
+            and all(x is y for x, y in zip(b.cond, base.cond, strict=False))
+        )
+
+    def constant(self, node: c_ast.Constant) -> Val:
+        text = node.value
+        if node.type == "char":
+            body = text[1:-1]
+            if body.startswith("\\"):
+                esc = {"n": 10, "t": 9, "0": 0, "\\": 92, "'": 39, '"': 34, "r": 13}
+                if body[1:] in esc:
+                    val = esc[body[1:]]
+                elif body[1] == "x":
+                    val = int(body[2:], 16)
+                else:
+                    val = int(body[1:], 8)
+            else:
+                val = ord(body)
+            return Val(z3.IntVal(val), self.int_t)
+        if node.type == "string":
+            raise Unsupported("string literals unsupported", node)
+        if "float" in node.type or "double" in node.type:
+            return self.float_constant(node)
+        digits = text.rstrip("uUlL")
+        suffix = text[len(digits):].lower()
+        if digits.lower().startswith("0x"):
+            val = int(digits, 16)
+        elif digits.lower().startswith("0b"):
+            val = int(digits, 2)
+        elif len(digits) > 1 and digits.startswith("0"):
+            val = int(digits, 8)
+        else:
+            val = int(digits)
+        decimal = not (len(digits) > 1 and digits.startswith("0"))
+        cands: list[str]
+        if "u" in suffix:
+            cands = ["unsigned int", "unsigned long", "unsigned long long"]
+            if suffix.count("l") == 1:
+                cands = cands[1:]
+            elif suffix.count("l") == 2:
+                cands = cands[2:]
+        else:
+            if decimal:
+                cands = ["int", "long", "long long"]
+            else:
+                cands = ["int", "unsigned int", "long", "unsigned long", "long long", "unsigned long long"]
+            nl = suffix.count("l")
+            if nl == 1:
+                cands = [c for c in cands if "long" in c]
+            elif nl == 2:
+                cands = [c for c in cands if "long long" in c]
+        for c in cands:
+            t = cint.type_named(c, self.dm)
+            if t.lo <= val <= t.hi:
+                return Val(z3.IntVal(val), t)
+        raise Unsupported(f"integer constant {text} too large", node)
+
+    def eval_unary(self, state: State, node: c_ast.UnaryOp) -> tuple[State | None, Val]:
+        op = node.op
+        if op == "sizeof":
+            ul = cint.type_named("unsigned long", self.dm)
+            if isinstance(node.expr, c_ast.Typename):
+                t = self.resolve_type(node.expr.type, node)
+            elif isinstance(node.expr, c_ast.ID) and \
+                    self.lookup(node.expr.name, node).uid in self.array_uids:
+                arr = state.env[self.lookup(node.expr.name, node).uid]
+                return state, Val(state.env["$size"][base_of(arr)], ul)  # the whole array
+            else:
+                _, v = self.eval(state, node.expr)
+                t = v.ctype
+            return state, Val(z3.IntVal(max(1, t.width // 8)), ul)
+        if op == "*":
+            s, loc = self.lvalue(state, node)
+            if s is None:
+                return None, Val(z3.IntVal(0), self.int_t)
+            return self.read(s, loc)
+        if op == "&":
+            self.need_heap("pointers unsupported", node)
+            if not isinstance(node.expr, c_ast.ArrayRef | c_ast.UnaryOp):
+                raise Unsupported("address of a variable unsupported", node)
+            s, loc = self.lvalue(state, node.expr)
+            if s is None:
+                return None, Val(z3.IntVal(0), self.int_t)
+            return s, Val(mk_ptr(loc.base, loc.off), self.ptr_type(loc.ctype))
+        if op in ("++", "--", "p++", "p--"):
+            s, loc = self.lvalue(state, node.expr)
+            if s is None:
+                return None, Val(z3.IntVal(0), self.int_t)
+            s, cur = self.read(s, loc)
+            if s is None:
+                return None, cur
+            one = Val(z3.IntVal(1), self.int_t)
+            if is_ptr(cur):
+                s, nv = self.ptr_arith(s, "+" if "+" in op else "-", cur, one, node)
+                if s is None:
+                    return None, cur
+                new = nv.expr
+            elif is_float(cur):
+                new = self.float_arith("+" if "+" in op else "-", cur, one, node).expr
+            else:
+                delta = 1 if "+" in op else -1
+                pt = cint.common_type(cur.ctype, self.int_t, self.dm)
+                new = cint.convert(cint.convert(cur.expr, cur.ctype, pt) + delta, pt, cur.ctype)
+            if isinstance(loc, Var) and loc.cname in self.havoc:
+                new = self.fresh(loc.uid)  # outside the cone of influence: any value
+            s = self.write(s, loc, new)
+            return s, Val(cur.expr if op.startswith("p") else new, cur.ctype)
+        s, v = self.eval(state, node.expr)
+        if s is None:
+            return None, v
+        if op == "!":
+            return s, Val(z3.Not(v.as_bool()), self.int_t)
+        if is_ptr(v):
+            raise Unsupported(f"unary {op!r} on a pointer unsupported", node)
+        if is_float(v):
+            return s, self.float_unary(op, v, node)
+        t = cint.promote(v.ctype, self.dm)
+        e = cint.convert(v.as_int(), v.ctype, t)
+        if op == "-":
+            return s, Val(cint.convert(-e, _wide(t), t) if not t.signed else -e, t)
+        if op == "+":
+            return s, Val(e, t)
+        if op == "~":
+            if t.signed:
+                return s, Val(-e - 1, t)
+            return s, Val((1 << t.width) - 1 - e, t)
+        raise Unsupported(f"unary operator {op!r} unsupported", node)
+
+    def eval_binary(self, state: State, node: c_ast.BinaryOp) -> tuple[State | None, Val]:
+        op = node.op
+        if op in ("&&", "||"):
+            s, a = self.eval(state, node.left)
+            if s is None:
+                return None, a
+            ab = a.as_bool()  # no simplify here: quadratic on long && chains
+            if _is_simple(node.right):
+                _, b = self.eval(s, node.right)
+                bb = b.as_bool()
+                return s, Val(z3.And(ab, bb) if op == "&&" else z3.Or(ab, bb), self.int_t)
+            go_on = ab if op == "&&" else z3.Not(ab)
+            stop = s.assume(z3.Not(go_on))
+            rs, b = self.eval(s.assume(go_on), node.right) if not z3.is_false(go_on) else (None, None)
+            short = Val(z3.BoolVal(op == "||"), self.int_t)
+            if rs is None:
+                return stop, short
+            rb = Val(b.as_bool(), self.int_t)
+            if stop is None:
+                return rs, rb
+            return self.merge([stop, rs], [short, rb])
+        s, a = self.eval(state, node.left)
+        if s is None:
+            return None, a
+        s, b = self.eval(s, node.right)
+        if s is None:
+            return None, b
+        if is_ptr(a) or is_ptr(b):
+            return self.ptr_arith(s, op, a, b, node)
+        if is_float(a) or is_float(b):
+            return s, self.float_arith(op, a, b, node)
+        return s, self.arith(op, a, b, node)
+
+    def arith(self, op: str, a: Val, b: Val, node: c_ast.Node) -> Val:
+        int_t = self.int_t
+        if op in ("<<", ">>"):
+            t = cint.promote(a.ctype, self.dm)
+            ae = cint.convert(a.as_int(), a.ctype, t)
+            k = _int_value(b.as_int())
+
+            def shifted(k: int) -> z3.ArithRef:
+                if op == "<<":
+                    r = ae * (1 << k)
+                    return r if t.signed else cint.convert(r, _wide(t), t)
+                return ae / (1 << k)  # floor: gcc's arithmetic shift for signed
+
+            if k is None:
+                # A count outside 0..width-1 is undefined behaviour (C 6.5.7), outside the
+                # property like signed overflow: any value.  (gcc's replay runs with
+                # -fsanitize=shift, so no counterexample rests on it.)
+                be = b.as_int()
+                r = self.fresh("shift_ub")
+                for i in reversed(range(t.width)):
+                    r = z3.If(be == i, shifted(i), r)
+                return Val(r, t)
+            if k < 0 or k >= t.width:
+                raise Unsupported(f"shift by {k} (undefined for {t.name}) unsupported ({op})", node)
+            return Val(shifted(k), t)
+        if op in ("&", "|", "^") and a.is_01 and b.is_01:
+            ab, bb = a.as_bool(), b.as_bool()
+            r = z3.And(ab, bb) if op == "&" else z3.Or(ab, bb) if op == "|" else z3.Xor(ab, bb)
+            return Val(r, int_t)
+        t = cint.common_type(a.ctype, b.ctype, self.dm)
+        ae = cint.convert(a.as_int(), a.ctype, t)
+        be = cint.convert(b.as_int(), b.ctype, t)
+        if op in ("<", "<=", ">", ">=", "==", "!="):
+            r = {
+                "<": ae < be, "<=": ae <= be, ">": ae > be, ">=": ae >= be,
+                "==": ae == be, "!=": ae != be,
+            }[op]
+            return Val(r, int_t)
+        if op in ("+", "-", "*"):
+            r = ae + be if op == "+" else ae - be if op == "-" else ae * be
+            return Val(r if t.signed else cint.convert(r, _wide(t), t), t)
+        if op == "/":
+            r = cint.c_div(ae, be) if t.signed else ae / be
+            return Val(r if t.signed else r, t)
+        if op == "%":
+            r = cint.c_rem(ae, be) if t.signed else ae % be
+            return Val(r, t)
+        if op == "&":
+            for x, y in ((ae, be), (be, ae)):
+                k = _int_value(y)
+                if k is not None and k >= 0 and (k & (k + 1)) == 0:
+                    return Val(x % (k + 1) if k else z3.IntVal(0), t)
+            raise Unsupported("bitwise & with a non-mask operand unsupported", node)
+        if op in ("|", "^"):
+            raise Unsupported(f"bitwise {op} unsupported", node)
+        raise Unsupported(f"operator {op!r} unsupported", node)
+
+    def eval_assign(self, state: State, node: c_ast.Assignment) -> tuple[State | None, Val]:
+        s, loc = self.lvalue(state, node.lvalue)
+        if s is None:
+            return None, Val(z3.IntVal(0), self.int_t)
+        s, v = self.eval(s, node.rvalue)
+        if s is None:
+            return None, v
+        if node.op != "=":
+            s, cur = self.read(s, loc)
+            if s is None:
+                return None, v
+            if is_ptr(cur) or is_ptr(v):
+                s, v = self.ptr_arith(s, node.op[:-1], cur, v, node)
+                if s is None:
+                    return None, v
+            elif is_float(cur) or is_float(v):
+                v = self.float_arith(node.op[:-1], cur, v, node)
+            else:
+                v = self.arith(node.op[:-1], cur, v, node)
+        new = self.coerce(v, loc.ctype, node)
+        if isinstance(loc, Var) and loc.cname in self.havoc:
+            new = self.fresh(loc.uid)  # outside the cone of influence: any value
+        return self.write(s, loc, new), Val(new, loc.ctype)
+
+
+def _wide(t: CType) -> CType:
+    """A type wide enough to hold any result before wrapping (for `convert`'s range test)."""
+    return CType("wide", 200, True, 9)
+
+
+def _int_value(e: z3.ExprRef) -> int | None:
+    e = z3.simplify(e)
+    return e.as_long() if z3.is_int_value(e) else None
+
+
+_SIDE_EFFECT_OPS = {"++", "--", "p++", "p--"}
+
+
+_SIMPLE: dict[int, tuple[c_ast.Node, bool]] = {}
+
+
+def _is_simple(node: c_ast.Node) -> bool:
+    """No calls, assignments or increments: safe to evaluate unconditionally (memoised)."""
+    hit = _SIMPLE.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    # memory reads are not simple either: their definedness depends on the guard
+    side_effect = isinstance(node, c_ast.FuncCall | c_ast.Assignment | c_ast.ArrayRef) or (
+        isinstance(node, c_ast.UnaryOp) and (node.op in _SIDE_EFFECT_OPS or node.op == "*")
+    )
+    result = not side_effect and all(_is_simple(c) for _, c in node.children())
+    if len(_SIMPLE) > 100_000:
+        _SIMPLE.clear()
+    _SIMPLE[id(node)] = (node, result)
+    return result

@@ -1,0 +1,140 @@
+"""The encoding's data: symbolic state, values, Horn clauses, error paths.
+
+Shared by every construct module of the encoder (`control`, `expressions`, `memory`,
+`calls`) and by the consumers of an `Encoding` (`chc`, `engines`, `candidate`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import z3
+from pycparser import c_ast
+
+from veribatch.verifiers import cfront
+from veribatch.verifiers.z3c.cint import CType
+
+Mode = Literal["chc", "unroll"]
+
+
+class Unsupported(Exception):
+    """A construct outside the verifier's C subset."""
+
+    def __init__(self, construct: str, node: c_ast.Node | None = None, line: int | None = None):
+        if line is None and node is not None and node.coord is not None:
+            line = node.coord.line
+        self.construct = construct
+        self.line = line
+        super().__init__(f"{construct} (line {line})" if line else construct)
+
+
+@dataclass(frozen=True)
+class Var:
+    uid: str
+    cname: str
+    ctype: CType
+    is_global: bool = False
+
+
+@dataclass
+class Pred:
+    """A predicate of the Horn system: a loop head (`label` set) or a join point."""
+
+    decl: z3.FuncDeclRef
+    sig: list[Var]
+    label: int | None
+    line: int
+    visible: dict[str, str] = field(default_factory=dict)  # C name → uid visible at the head
+
+
+@dataclass
+class Clause:
+    body: tuple[z3.BoolRef, ...]  # predicate applications
+    constraint: z3.BoolRef
+    head: z3.BoolRef | None  # None: the clause leads to reach_error
+    line: int
+    kind: str  # "init" | "step" | "error" | "join"
+
+
+@dataclass
+class State:
+    preds: tuple[z3.BoolRef, ...]
+    cond: tuple[z3.BoolRef, ...]
+    env: dict[str, z3.ArithRef]
+    nd: z3.ArithRef  # unroll mode: index of the next nondet value
+
+    def assume(self, c: z3.BoolRef) -> State | None:
+        if z3.is_false(c):
+            return None
+        if z3.is_true(c):
+            return self
+        return State(self.preds, (*self.cond, c), self.env, self.nd)
+
+    def with_env(self, env: dict[str, z3.ArithRef]) -> State:
+        return State(self.preds, self.cond, env, self.nd)
+
+
+@dataclass
+class Val:
+    expr: z3.ExprRef  # ArithRef, or BoolRef for 0/1 results of comparisons
+    ctype: CType
+
+    def as_int(self) -> z3.ArithRef:
+        if z3.is_bool(self.expr):
+            return z3.If(self.expr, z3.IntVal(1), z3.IntVal(0))
+        return self.expr  # type: ignore[return-value]
+
+    def as_bool(self) -> z3.BoolRef:
+        if z3.is_bool(self.expr):
+            return self.expr  # type: ignore[return-value]
+        if z3.is_fp(self.expr):  # NaN is true, +0 and -0 false
+            return z3.Not(z3.fpIsZero(self.expr))
+        if not z3.is_arith(self.expr):  # a pointer (`memory.Ptr`): true unless NULL
+            from veribatch.verifiers.z3c.memory import null
+
+            return self.expr != null()
+        return self.expr != 0
+
+    @property
+    def is_01(self) -> bool:
+        return z3.is_bool(self.expr) or self.ctype.is_bool
+
+
+@dataclass
+class Outcomes:
+    normal: list[State] = field(default_factory=list)
+    brk: list[State] = field(default_factory=list)
+    cont: list[State] = field(default_factory=list)
+    ret: list[tuple[State, Val | None]] = field(default_factory=list)
+
+    def absorb(self, other: Outcomes, *, normal: bool = True) -> None:
+        if normal:
+            self.normal += other.normal
+        self.brk += other.brk
+        self.cont += other.cont
+        self.ret += other.ret
+
+
+@dataclass
+class ErrorPath:
+    """Unroll mode: the guard of one path to reach_error and its nondet count."""
+
+    guard: z3.BoolRef
+    nd: z3.ArithRef
+    line: int
+
+
+@dataclass
+class Encoding:
+    mode: Mode
+    preds: list[Pred]
+    clauses: list[Clause]
+    errors: list[ErrorPath]
+    nd_func: z3.FuncDeclRef
+    loop_sites: list[cfront.LoopSite]
+    cut: bool  # unroll mode: some path was cut at the unrolling depth
+    cut_guards: list[z3.BoolRef]  # unroll mode: path constraints of the cut paths
+    definitions: list[z3.BoolRef] = field(default_factory=list)  # unroll mode: x = bv2int(b) links
+    nd_kind: z3.FuncDeclRef | None = None  # unroll mode with floats: which sequence slot i reads
+    nd_bits: dict[int, z3.FuncDeclRef] = field(default_factory=dict)  # width → bits sequence

@@ -1,0 +1,461 @@
+"""The encoder's memory model: variables, scopes, declarations, types, lvalues, the heap.
+
+Scalar variables live in the symbolic environment (`State.env`: uid → z3 term).
+Arrays and `malloc`'d buffers live in a heap of objects, as in UAutomizer's
+memory model: a pointer is a pair (base, offset) (the z3 datatype `Ptr`, offset in
+elements of the pointee type), and three environment entries hold the heap:
+
+* ``$mem``: base → (offset → value), every object's contents (mathematical
+  integers of the pointee type);
+* ``$size``: base → size in bytes (0: never allocated, or freed, or out of scope);
+* ``$next``: the base of the next object (objects are never reused).
+
+Contents start unconstrained (a fresh ``$mem``: stack and heap garbage) except
+for globals and `calloc` (zero) and initializer lists.  An access is defined when
+``0 <= offset`` and ``(offset + 1) * sizeof(T) <= $size[base]``; a path on which
+it is not (out of bounds, NULL, freed or dead object, pointers of two objects
+compared) is undefined behaviour: it is cut like a path longer than the
+unrolling bound, so a complete unrolling (a TRUE) also proves every access
+defined, and a counterexample is still only one that gcc replays.  `malloc`
+and `calloc` may return NULL (an arbitrary choice, not an input): a program
+must handle it (a dereference of NULL is cut) to be proved.
+
+The heap is modelled in bounded model checking (``unroll`` mode) only: in the
+Horn encoding (``chc``) every memory construct raises `BmcOnly`, an
+`Unsupported` the portfolio answers by running BMC alone.  Pointers to pointers,
+structs, casts between different pointee types, pointer/integer conversions and
+address-taken scalars stay `Unsupported` in both modes.  Mixed into `encode.Encoder`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import z3
+from pycparser import c_ast
+
+from veribatch.verifiers.z3c import cint
+from veribatch.verifiers.z3c.cint import CType
+from veribatch.verifiers.z3c.floats import FloatType, float_from_specifiers, is_float
+from veribatch.verifiers.z3c.ir import State, Unsupported, Val, Var
+
+
+class BmcOnly(Unsupported):
+    """A memory construct: outside the Horn encoding, inside bounded model checking."""
+
+
+@dataclass(frozen=True)
+class PtrType(CType):
+    """A pointer to an integer type (`target` None: `void *`, only as `malloc`'s result)."""
+
+    target: CType | None = None
+
+
+@dataclass(frozen=True)
+class MemLoc:
+    """An lvalue in the heap: element `off` of object `base`, of type `ctype`."""
+
+    base: z3.ArithRef
+    off: z3.ArithRef
+    ctype: CType
+
+
+# (context, Ptr sort, heap sort): the context itself is kept, so that a new context
+# (`engines.fresh_context`) is never mistaken for the old one by a reused id.
+_SORTS: list[tuple[z3.Context, z3.DatatypeSortRef, z3.ArraySortRef]] = []
+
+
+def ptr_sort() -> z3.DatatypeSortRef:
+    """`Ptr(base, off)`, made once per z3 context."""
+    ctx = z3.main_ctx()
+    if not _SORTS or _SORTS[0][0] is not ctx:
+        dt = z3.Datatype("Ptr")
+        dt.declare("ptr", ("base", z3.IntSort()), ("off", z3.IntSort()))
+        sort = dt.create()
+        _SORTS[:] = [(ctx, sort, z3.ArraySort(z3.IntSort(), z3.ArraySort(z3.IntSort(), z3.IntSort())))]
+    return _SORTS[0][1]
+
+
+def is_ptr(v: Val) -> bool:
+    return isinstance(v.ctype, PtrType)
+
+
+def mk_ptr(base: z3.ArithRef, off: z3.ArithRef) -> z3.DatatypeRef:
+    return ptr_sort().ptr(base, off)
+
+
+def base_of(p: z3.ExprRef) -> z3.ArithRef:
+    return ptr_sort().base(p)
+
+
+def off_of(p: z3.ExprRef) -> z3.ArithRef:
+    return ptr_sort().off(p)
+
+
+def null() -> z3.DatatypeRef:
+    return mk_ptr(z3.IntVal(0), z3.IntVal(0))
+
+
+def heap_env() -> dict[str, z3.ExprRef]:
+    """The initial heap: no object, unconstrained contents."""
+    ptr_sort()
+    mem_sort = _SORTS[0][2]
+    return {
+        "$mem": z3.Const("$mem!init", mem_sort),
+        "$size": z3.K(z3.IntSort(), z3.IntVal(0)),
+        "$next": z3.IntVal(1),
+    }
+
+
+class MemoryMixin:
+    """Variables and their storage (part of `encode.Encoder`)."""
+
+    def live_vars(self) -> list[Var]:
+        out = list(self.globals.values())
+        for frame in self.frames:
+            for scope in frame:
+                out.extend(scope.values())
+        return out
+
+    def lookup(self, name: str, node: c_ast.Node) -> Var:
+        if self.frames:
+            for scope in reversed(self.frames[-1]):
+                if name in scope:
+                    return scope[name]
+        if name in self.globals:
+            return self.globals[name]
+        raise Unsupported(f"undeclared identifier {name!r}", node)
+
+    def resolve_type(self, tnode: c_ast.Node, where: c_ast.Node) -> CType:
+        if isinstance(tnode, c_ast.TypeDecl):
+            inner = tnode.type
+            if isinstance(inner, c_ast.IdentifierType):
+                names = inner.names
+                if len(names) == 1 and names[0] in self.typedefs:
+                    return self.resolve_type(self.typedefs[names[0]], where)
+                t = cint.from_specifiers(names, self.dm)
+                if t is None:
+                    t = float_from_specifiers(names)
+                    if t is not None:
+                        self.need_fp(f"type {' '.join(names)!r} unsupported", where)
+                        return t
+                if t is None:
+                    raise Unsupported(f"type {' '.join(names)!r} unsupported", where)
+                return t
+            if isinstance(inner, c_ast.Struct | c_ast.Union):
+                raise Unsupported("structs/unions unsupported", where)
+            if isinstance(inner, c_ast.Enum):
+                raise Unsupported("enums unsupported", where)
+        if isinstance(tnode, c_ast.Typename):
+            return self.resolve_type(tnode.type, where)
+        if isinstance(tnode, c_ast.PtrDecl):
+            self.need_heap("pointers unsupported", where)
+            if self.is_void(tnode.type):
+                return self.ptr_type(None)
+            if isinstance(tnode.type, c_ast.PtrDecl | c_ast.ArrayDecl):
+                raise Unsupported("pointers to pointers/arrays unsupported", where)
+            return self.ptr_type(self.resolve_type(tnode.type, where))
+        if isinstance(tnode, c_ast.ArrayDecl):
+            self.need_heap("arrays unsupported", where)
+            raise Unsupported("arrays outside a declaration or parameter unsupported", where)
+        raise Unsupported(f"type {type(tnode).__name__} unsupported", where)
+
+    def is_void(self, tnode: c_ast.Node) -> bool:
+        return (
+            isinstance(tnode, c_ast.TypeDecl)
+            and isinstance(tnode.type, c_ast.IdentifierType)
+            and tnode.type.names == ["void"]
+        )
+
+    # ------------------------------------------------------------------ declarations
+    def _declare_global(self, state: State | None, decl: c_ast.Decl, t: CType | None, *, nondet: bool):
+        if state is None:
+            return None
+        if isinstance(decl.type, c_ast.ArrayDecl):
+            return self._declare_array(state, decl, is_global=True)
+        var = Var(self.new_uid(decl.name), decl.name, t, is_global=True)
+        self.globals[decl.name] = var
+        if decl.init is not None:
+            state, v = self.eval(state, decl.init)
+            if state is None:
+                return None
+            value = self.coerce(v, t, decl)
+        elif isinstance(t, PtrType):
+            if nondet:
+                raise Unsupported("extern pointer variables unsupported", decl)
+            value = null()
+        elif isinstance(t, FloatType):
+            if nondet:
+                state, fv = self.float_nondet(state, t, decl.name)
+                value = fv.expr
+            else:
+                value = z3.fpToFP(z3.RNE(), z3.RealVal(0), t.sort())
+        elif nondet:
+            state, value = self.nondet(state, t, decl.name)
+        else:
+            value = z3.IntVal(0)
+        env = dict(state.env)
+        env[var.uid] = value
+        return state.with_env(env)
+
+    def _drop(self, state: State, dead: set[str]) -> State:
+        """Leave a scope: its variables go, its arrays' objects die (`$size` 0)."""
+        env = {k: v for k, v in state.env.items() if k not in dead}
+        arrays = [k for k in dead if k in self.array_uids and k in state.env]
+        if arrays and "$size" in env:
+            size = env["$size"]
+            for k in arrays:
+                size = z3.Store(size, base_of(state.env[k]), 0)
+            env["$size"] = size
+        return state.with_env(env)
+
+    def exec_decl(self, state: State, decl: c_ast.Decl) -> State | None:
+        if isinstance(decl.type, c_ast.FuncDecl):
+            return state  # a local prototype
+        if decl.name is None:
+            raise Unsupported("declaration without a name", decl)
+        storage = decl.storage or []
+        if "static" in storage:
+            raise Unsupported("static local variables unsupported", decl)
+        if "typedef" in storage:
+            self.typedefs[decl.name] = decl.type
+            return state
+        if isinstance(decl.type, c_ast.ArrayDecl):
+            return self._declare_array(state, decl, is_global=False)
+        t = self.resolve_type(decl.type, decl)
+        s: State | None = state
+        if decl.init is not None:
+            if isinstance(decl.init, c_ast.InitList):
+                raise Unsupported("initializer lists unsupported", decl)
+            s, v = self.eval(state, decl.init)
+            if s is None:
+                return None
+            value = self.coerce(v, t, decl)
+            if decl.name in self.havoc:
+                value = self.fresh(decl.name)  # outside the cone of influence: any value
+        elif isinstance(t, PtrType):
+            # indeterminate: NULL or no object (any dereference is undefined)
+            value = z3.Const(f"{decl.name}!{next(self.counter)}", ptr_sort())
+            s = s.assume(base_of(value) <= 0)
+        elif isinstance(t, FloatType):
+            s, fv = self.float_nondet(state, t, decl.name)
+            value = fv.expr
+        else:
+            s, value = self.nondet(state, t, decl.name)
+        var = Var(self.new_uid(decl.name), decl.name, t)
+        self.frames[-1][-1][decl.name] = var
+        env = dict(s.env)
+        env[var.uid] = value
+        return s.with_env(env)
+
+    def _declare_array(self, state: State, decl: c_ast.Decl, *, is_global: bool) -> State | None:
+        """`T a[n]` (n constant or not) and `T a[] = {...}`: a new object; `a` names its start."""
+        self.need_heap("arrays unsupported", decl)
+        at = decl.type
+        if isinstance(at.type, c_ast.ArrayDecl | c_ast.PtrDecl):
+            raise Unsupported("multi-dimensional arrays / arrays of pointers unsupported", decl)
+        elem = self.resolve_type(at.type, decl)
+        if isinstance(elem, PtrType):  # pragma: no cover - resolve_type of a TypeDecl
+            raise Unsupported("arrays of pointers unsupported", decl)
+        init = decl.init
+        if init is not None and not isinstance(init, c_ast.InitList):
+            raise Unsupported("array initialised by a string or expression unsupported", decl)
+        s: State | None = state
+        if at.dim is not None:
+            s, n = self.eval(s, at.dim)
+            if s is None:
+                return None
+            count = cint.convert(n.as_int(), n.ctype, cint.type_named("unsigned long", self.dm))
+        elif init is not None:
+            count = z3.IntVal(len(init.exprs))
+        else:
+            raise Unsupported("array without a size unsupported", decl)
+        width = max(1, elem.width // 8)
+        s, p = self.allocate(s, count * width, zero=is_global or init is not None)
+        if init is not None:
+            if len(init.exprs) > (_const(count) or 0):
+                raise Unsupported("initializer list longer than a constant array", decl)
+            mem = s.env["$mem"]
+            obj = mem[base_of(p)]
+            for i, e in enumerate(init.exprs):
+                s, v = self.eval(s, e)
+                if s is None:
+                    return None
+                obj = z3.Store(obj, i, self.coerce(v, elem, decl))
+            s = self._set(s, "$mem", z3.Store(mem, base_of(p), obj))
+        var = Var(self.new_uid(decl.name), decl.name, self.ptr_type(elem))
+        self.array_uids.add(var.uid)
+        if is_global:
+            self.globals[decl.name] = var
+        else:
+            self.frames[-1][-1][decl.name] = var
+        return self._set(s, var.uid, p)
+
+    # ------------------------------------------------------------------ the heap
+    def need_heap(self, construct: str, node: c_ast.Node | None) -> None:
+        """Memory constructs are encoded for BMC only."""
+        if self.mode != "unroll":
+            raise BmcOnly(construct, node)
+
+    def ptr_type(self, target: CType | None) -> PtrType:
+        w = 64 if self.dm == "LP64" else 32
+        return PtrType(f"{target.name if target else 'void'} *", w, False, 99, target)
+
+    def allocate(self, state: State, size_bytes: z3.ArithRef, *, zero: bool) -> tuple[State, z3.ExprRef]:
+        base = state.env["$next"]
+        if not z3.is_int_value(base):
+            base = z3.simplify(base)
+        env = dict(state.env)
+        env["$next"] = z3.simplify(base + 1)
+        env["$size"] = z3.Store(env["$size"], base, size_bytes)
+        if zero:
+            env["$mem"] = z3.Store(env["$mem"], base, z3.K(z3.IntSort(), z3.IntVal(0)))
+        return state.with_env(env), mk_ptr(base, z3.IntVal(0))
+
+    def defined(self, state: State, ok: z3.BoolRef) -> State | None:
+        """Continue where `ok` holds; the rest of the paths is undefined behaviour: cut."""
+        ok = z3.simplify(ok)
+        if not z3.is_true(ok):
+            self.cut = True
+            self.cut_guards.append(z3.And(*state.cond, z3.Not(ok)))
+        return state.assume(ok)
+
+    def in_bounds(self, state: State, p: z3.ExprRef, t: CType) -> z3.BoolRef:
+        w = max(1, t.width // 8)
+        off = off_of(p)
+        return z3.And(off >= 0, (off + 1) * w <= state.env["$size"][base_of(p)])
+
+    def deref(self, state: State, p: Val, node: c_ast.Node) -> tuple[State | None, MemLoc]:
+        t = p.ctype
+        assert isinstance(t, PtrType)
+        if t.target is None:
+            raise Unsupported("dereference of a void pointer unsupported", node)
+        s = self.defined(state, self.in_bounds(state, p.expr, t.target))
+        return s, MemLoc(z3.simplify(base_of(p.expr)), z3.simplify(off_of(p.expr)), t.target)
+
+    def load(self, state: State, loc: MemLoc) -> tuple[State | None, Val]:
+        v = state.env["$mem"][loc.base][loc.off]
+        return state.assume(cint.in_range(v, loc.ctype)), Val(v, loc.ctype)
+
+    def store_mem(self, state: State, loc: MemLoc, value: z3.ArithRef) -> State:
+        mem = state.env["$mem"]
+        return self._set(state, "$mem", z3.Store(mem, loc.base, z3.Store(mem[loc.base], loc.off, value)))
+
+    def free(self, state: State, p: Val, node: c_ast.Node) -> State | None:
+        if not is_ptr(p):
+            raise Unsupported("free of a non-pointer unsupported", node)
+        b, o = base_of(p.expr), off_of(p.expr)
+        is_null = z3.And(b == 0, o == 0)
+        s = self.defined(state, z3.Or(is_null, z3.And(o == 0, b > 0, state.env["$size"][b] > 0)))
+        if s is None:
+            return None
+        size = s.env["$size"]
+        return self._set(s, "$size", z3.If(is_null, size, z3.Store(size, b, 0)))
+
+    def coerce(self, v: Val, t: CType, node: c_ast.Node) -> z3.ExprRef:
+        """`v` converted to `t` as by assignment; pointers only to compatible pointers."""
+        if isinstance(t, FloatType):
+            return self.to_float(v, t, node)
+        if is_float(v):
+            if isinstance(t, PtrType):
+                raise Unsupported("floating point to pointer conversion unsupported", node)
+            return self.float_to_int(v, t)
+        if isinstance(t, PtrType):
+            if is_ptr(v):
+                src = v.ctype.target
+                if src is None or t.target is None or src == t.target:
+                    return v.expr
+                raise Unsupported("cast between different pointer types unsupported", node)
+            if _const(v.as_int()) == 0:
+                return null()
+            raise Unsupported("integer to pointer conversion unsupported", node)
+        if is_ptr(v):
+            if t.is_bool:
+                return z3.If(v.expr != null(), z3.IntVal(1), z3.IntVal(0))
+            raise Unsupported("pointer to integer conversion unsupported", node)
+        return cint.convert(v.as_int(), v.ctype, t)
+
+    def ptr_arith(self, state: State, op: str, a: Val, b: Val, node: c_ast.Node) -> tuple[State | None, Val]:
+        """`p + i`, `i + p`, `p - i`, `p - q`, comparisons of pointers (C 6.5.6, 6.5.8, 6.5.9)."""
+        if op in ("==", "!="):
+            pa = self.coerce(a, b.ctype if is_ptr(b) else a.ctype, node)
+            pb = self.coerce(b, a.ctype if is_ptr(a) else b.ctype, node)
+            return state, Val(pa == pb if op == "==" else pa != pb, self.int_t)
+        if op in ("<", "<=", ">", ">=", "-") and is_ptr(a) and is_ptr(b):
+            s = self.defined(state, base_of(a.expr) == base_of(b.expr))
+            x, y = off_of(a.expr), off_of(b.expr)
+            if op == "-":
+                return s, Val(x - y, cint.type_named("long" if self.dm == "LP64" else "int", self.dm))
+            r = {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
+            return s, Val(r, self.int_t)
+        if op in ("+", "-"):
+            p, i = (a, b) if is_ptr(a) else (b, a)
+            if is_ptr(i) or (op == "-" and not is_ptr(a)) or p.ctype.target is None:
+                raise Unsupported(f"pointer arithmetic {op!r} on these operands unsupported", node)
+            k = i.as_int() if op == "+" else -i.as_int()
+            return state, Val(mk_ptr(base_of(p.expr), off_of(p.expr) + k), p.ctype)
+        raise Unsupported(f"operator {op!r} on pointers unsupported", node)
+
+    # ------------------------------------------------------------------ lvalues
+    def _lvalue(self, node: c_ast.Node) -> Var:
+        if isinstance(node, c_ast.ID):
+            var = self.lookup(node.name, node)
+            if var.uid in self.array_uids:
+                raise Unsupported("assignment to an array unsupported", node)
+            return var
+        if isinstance(node, c_ast.ArrayRef):
+            self.need_heap("arrays unsupported", node)
+        if isinstance(node, c_ast.UnaryOp) and node.op == "*":
+            self.need_heap("pointers unsupported", node)
+        raise Unsupported(f"assignment to {type(node).__name__} unsupported", node)
+
+    def lvalue(self, state: State, node: c_ast.Node) -> tuple[State | None, Var | MemLoc]:
+        """Where an assignment or increment writes: a variable or a heap element."""
+        if isinstance(node, c_ast.ArrayRef):
+            self.need_heap("arrays unsupported", node)
+            s, p = self.eval(state, node.name)
+            if s is None:
+                return None, MemLoc(z3.IntVal(0), z3.IntVal(0), self.int_t)
+            s, i = self.eval(s, node.subscript)
+            if not is_ptr(p):
+                if s is not None and is_ptr(i):
+                    p, i = i, p
+                else:
+                    raise Unsupported("subscript of a non-pointer unsupported", node)
+            if s is None:
+                return None, MemLoc(z3.IntVal(0), z3.IntVal(0), self.int_t)
+            s, q = self.ptr_arith(s, "+", p, i, node)
+            return self.deref(s, q, node)
+        if isinstance(node, c_ast.UnaryOp) and node.op == "*":
+            self.need_heap("pointers unsupported", node)
+            s, p = self.eval(state, node.expr)
+            if s is None:
+                return None, MemLoc(z3.IntVal(0), z3.IntVal(0), self.int_t)
+            if not is_ptr(p):
+                raise Unsupported("dereference of a non-pointer unsupported", node)
+            return self.deref(s, p, node)
+        return state, self._lvalue(node)
+
+    def read(self, state: State, loc: Var | MemLoc) -> tuple[State | None, Val]:
+        if isinstance(loc, MemLoc):
+            return self.load(state, loc)
+        return state, Val(state.env[loc.uid], loc.ctype)
+
+    def write(self, state: State, loc: Var | MemLoc, value: z3.ExprRef) -> State:
+        if isinstance(loc, MemLoc):
+            return self.store_mem(state, loc, value)
+        return self._store(state, loc, value)
+
+    def _store(self, state: State, var: Var, value: z3.ExprRef) -> State:
+        return self._set(state, var.uid, value)
+
+    @staticmethod
+    def _set(state: State, key: str, value: z3.ExprRef) -> State:
+        env = dict(state.env)
+        env[key] = value
+        return state.with_env(env)
+
+
+def _const(e: z3.ExprRef) -> int | None:
+    e = z3.simplify(e)
+    return e.as_long() if z3.is_int_value(e) else None
