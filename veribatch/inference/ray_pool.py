@@ -36,8 +36,11 @@ class _EngineActor:
         self.engine = open_engine(spec, **options)
 
     def info(self) -> dict[str, str]:
+        import socket
+
         return {"engine": self.engine.engine, "model": self.engine.model,
-                "revision": self.engine.revision, "pid": str(os.getpid())}
+                "revision": self.engine.revision, "pid": str(os.getpid()),
+                "host": socket.gethostname()}
 
     def generate(self, requests: list[Request]) -> list[list[Completion]]:
         return self.engine.generate(requests)
@@ -127,6 +130,7 @@ class RayEnginePool(Engine):
             raise EngineError(f"ray pool: a replica of {spec} failed to start: {exc}") from exc
         self.revision = infos[0]["revision"]
         self.actor_pids = [int(i["pid"]) for i in infos]
+        self.actor_hosts = [i["host"] for i in infos]  # where each replica landed (node names)
 
     def _chunks(self, n: int) -> list[range]:
         size = self.chunk_size or max(1, math.ceil(n / (len(self.actors) * 4)))
