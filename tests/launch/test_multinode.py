@@ -180,3 +180,64 @@ def test_drained_node_gets_no_new_elements_and_nothing_waits_forever(slurm_multi
     nodes = sacct_nodes(env, rd)
     assert set().union(*nodes.values()) == {"vbm-cpu2"}, nodes
     assert time.time() - drained_at < QUEUE_WAIT
+
+
+RAY_DRIVER = '''
+import json, sys
+from veribatch.inference import EngineError, open_engine
+from veribatch.inference.ray_cluster import RayCluster
+from veribatch.inference.types import Message, Request, Sampling
+
+model, out = sys.argv[1], sys.argv[2]
+reqs = [Request(id=f"r{i}", messages=(Message("user", "int x = 0;"),),
+                sampling=Sampling(max_tokens=4)) for i in range(4)]
+with RayCluster.from_slurm_env(ready_timeout_s=240) as cluster:
+    with open_engine(f"hf:{model}", replicas=2, address=cluster.address, gpus_per_worker=1,
+                     ready_timeout_s=240) as pool:
+        answered = len(pool.generate(reqs))
+        json.dump({"nodes": cluster.nodes, "hosts": pool.actor_hosts, "answered": answered},
+                  open(out + ".tmp", "w"))
+        __import__("os").replace(out + ".tmp", out)
+        try:
+            while True:  # serve until the head is lost
+                pool.generate(reqs)
+        except EngineError as e:
+            print(f"ENGINE-ERROR: {e}", flush=True)
+            sys.exit(3)
+'''
+
+
+def test_ray_pool_spans_two_gpu_nodes_and_a_lost_head_is_a_clear_failure(slurm_multi_cluster,
+                                                                          tiny_model, tmp_path):
+    """One 2-node allocation on the gpu partition (GRES gpu:1 per node): `RayCluster` starts
+    the head on the first node and a worker on the second (srun steps), and a pool of two
+    1-GPU replicas must put one replica on each node.  Then the head's step is SIGKILLed:
+    the pool raises its EngineError naming the head (not Ray's 60 s process termination),
+    and SLURM records the job as FAILED — the failure a generate shard records and resumes."""
+    import sys
+
+    env = slurm_multi_cluster
+    driver = tmp_path / "driver.py"
+    driver.write_text(RAY_DRIVER)
+    placed = tmp_path / "placed.json"
+    log = tmp_path / "ray-%j.out"
+    job = _slurm(env, "sbatch", "--parsable", "-p", "gpu", "-N2", "--ntasks-per-node=1",
+                 "--gres=gpu:1", "-t", "10", "-o", str(log), f"--chdir={tmp_path}",
+                 f"--export=ALL,PYTHONPATH={REPO}",
+                 "--wrap", f"{sys.executable} {driver} {tiny_model} {placed}").strip()
+    try:
+        info = wait_until(lambda: placed.exists() and json.loads(placed.read_text()), QUEUE_WAIT,
+                          "the pool's two replicas to answer")
+        assert info["nodes"] == sorted(GPU_NODES) and sorted(info["hosts"]) == sorted(GPU_NODES), info
+        assert info["answered"] == 4
+        print("Ray replicas on:", info["hosts"])
+        _slurm(env, "scancel", "--signal=KILL", f"{job}.0")  # step 0: `ray start --head`
+        wait_until(lambda: _slurm(env, "squeue", "-h", "-j", job, check=False).strip() == "", 120,
+                   "the driver to end after its head was lost")
+    finally:
+        _slurm(env, "scancel", job, check=False)
+    state = _slurm(env, "sacct", "-X", "-n", "-P", "-j", job, "-o", "State,ExitCode,NodeList")
+    assert state.strip().startswith("FAILED|3:0|vbm-gpu[1-2]"), state
+    out = Path(str(log).replace("%j", job)).read_text()
+    assert "ENGINE-ERROR: ray pool: the Ray head at 10.77.0.21:" in out, out[-2000:]
+    assert "unreachable (head node lost?)" in out
