@@ -17,7 +17,7 @@ Eligible, Start, End of every array element) beside what each shard measured its
 Figures are printed, never asserted.  Examples:
 
     export SLURM_CONF=/tmp/veribatch-slurm-multi/etc/slurm.conf
-    python bench/orchestration.py selftest --dataset large --shards 1000 -o sleep_s=0
+    python bench/orchestration.py selftest --dataset large --shards 1000 --timeout-s 600
     python bench/orchestration.py invbench --dataset easy:../shared/data/invbench --shards 64
 """
 
@@ -106,6 +106,11 @@ def main() -> int:
     end = time.monotonic() + a.timeout_s
     while active(ids) and time.monotonic() < end:
         time.sleep(2)
+    capped = active(ids)
+    if capped:  # --timeout-s reached: figures from what ran; the rest is cancelled
+        launch("cancel", str(rd))
+        while active(ids):
+            time.sleep(2)
     _, status_done_s = launch("status", str(rd), "--json")
     _, aggregate_local_s = launch("aggregate", str(rd))
     rows = sacct(ids)
@@ -130,6 +135,7 @@ def main() -> int:
         "shard_loop_s": round(shard_wall, 1),
         "orchestration_share": round(orchestration / (held + submit_s), 4) if held else None,
         "states": {s: sum(1 for x in rows if x["state"] == s) for s in {x["state"] for x in rows}},
+        "capped_at_s": a.timeout_s if capped else None,
         "arrays_latency": {},
     }
     for stage in dict.fromkeys(s["stage"] for s in subs):
@@ -155,7 +161,8 @@ def main() -> int:
               f"after submit; element elapsed median {v['elapsed_median_s']} s")
     print(f"run wall {fig['run_wall_s']} s; node time held {fig['node_time_held_s']} s, in shard "
           f"loops {fig['shard_loop_s']} s → orchestration share {fig['orchestration_share']:.1%} "
-          f"(goal ≤ 5 % on easy with --shards 64); SLURM states {fig['states']}")
+          f"(goal ≤ 5 % on easy with --shards 64); SLURM states {fig['states']}"
+          + (f"; stopped (launch cancel) after --timeout-s {a.timeout_s:g}" if capped else ""))
     if a.json:
         a.json.write_text(json.dumps(fig, indent=2) + "\n")
     return 0

@@ -139,7 +139,7 @@ def default_ray_bin() -> str:
     import sys
 
     beside = Path(sys.executable).with_name("ray")
-    return shutil.which("ray") or (str(beside) if beside.exists() else "ray")
+    return "ray" if shutil.which("ray") else (str(beside) if beside.exists() else "ray")
 
 
 def expand_nodelist(nodelist: str) -> list[str]:
