@@ -44,6 +44,7 @@ install_packages() {
   command -v munged >/dev/null || missing+=(munge)
   command -v slurmdbd >/dev/null || missing+=(slurmdbd)
   command -v mariadbd >/dev/null || missing+=(mariadb-server)
+  command -v ip >/dev/null || missing+=(iproute2)  # the multi-node cluster's namespaces
   if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive

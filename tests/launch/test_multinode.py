@@ -75,9 +75,12 @@ def _restore(env: dict[str, str], node: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_model(train_tiny_model) -> Path:  # noqa: ANN001
-    # Any real model will do: these tests assert where generation ran, not what it said.
-    return train_tiny_model([("int x = 0;", "0 <= x")], max_train_s=120.0)
+def tiny_model() -> Path:
+    """The tiny Qwen2 model of the inference tests (built once per machine and cached).  Any
+    real model will do: these tests assert where generation ran, not what it said."""
+    from veribatch.inference.tiny_model import cached_tiny_qwen2
+
+    return cached_tiny_qwen2()
 
 
 def test_card_command_generates_on_gpu_nodes_and_verifies_on_cpu_nodes(slurm_multi_cluster,
