@@ -7,7 +7,9 @@ Eligible, Start, End of every array element) beside what each shard measured its
 
 - **submission**: the wall time of the `launch` command (planning + every `sbatch`);
 - **scheduling latency per array**: Start − Eligible of its elements (median, p95, max) —
-  how long an element that may run waits for a slot, dependencies excluded;
+  how long an element that may run waits, dependencies excluded (on a full cluster that is
+  mostly waiting for a slot), and the **slot refill gap**: Start − the last End on the same
+  node before it — how fast SLURM gives a freed slot to the next element;
 - **status**: `launch status --json` while the run is queued and once it is over;
 - **aggregate**: the aggregate job's elapsed time, and `launch aggregate` run again locally;
 - **orchestration share**: of the node time the run's jobs held (Σ Elapsed), the part outside
@@ -143,7 +145,15 @@ def main() -> int:
         lat = [x["start"] - x["eligible"] for x in xs]
         first = min((x["start"] for x in xs), default=None)
         sub = min((x["submit"] for x in xs if x["submit"]), default=None)
+        gaps = []
+        for x in xs:
+            before = [y["end"] for y in rows if y["nodes"] == x["nodes"] and y["end"]
+                      and y["end"] <= x["start"] and y is not x]
+            if before and x["start"] - x["eligible"] > 0:  # it waited: for a slot to free
+                gaps.append(x["start"] - max(before))
         fig["arrays_latency"][stage] = {
+            "refill_gap_median_s": round(statistics.median(gaps), 2) if gaps else None,
+            "refill_gap_p95_s": round(pct(gaps, 0.95), 2) if gaps else None,
             "elements": len(xs), "median_s": round(statistics.median(lat), 2) if lat else None,
             "p95_s": round(pct(lat, 0.95), 2), "max_s": round(max(lat, default=0), 2),
             "first_start_after_submit_s": round(first - sub, 2) if first and sub else None,
@@ -157,7 +167,8 @@ def main() -> int:
           f"`launch aggregate` again {fig['aggregate_local_s']} s")
     for stage, v in fig["arrays_latency"].items():
         print(f"  {stage:10s} scheduling latency (Start−Eligible) median {v['median_s']} s, p95 "
-              f"{v['p95_s']} s, max {v['max_s']} s; first start {v['first_start_after_submit_s']} s "
+              f"{v['p95_s']} s, max {v['max_s']} s; slot refill gap median {v['refill_gap_median_s']} s, "
+              f"p95 {v['refill_gap_p95_s']} s; first start {v['first_start_after_submit_s']} s "
               f"after submit; element elapsed median {v['elapsed_median_s']} s")
     print(f"run wall {fig['run_wall_s']} s; node time held {fig['node_time_held_s']} s, in shard "
           f"loops {fig['shard_loop_s']} s → orchestration share {fig['orchestration_share']:.1%} "
