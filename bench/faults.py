@@ -30,11 +30,16 @@ Fault kinds (where they apply):
     scancel_element    scancel of one array element                           slurm
     scancel_run        `launch cancel` of the whole run while it runs         slurm
     requeue            `scontrol requeue` of a running element                slurm
+    node_lost          the node of a running element lost: every process in   slurm, multi-node
+                       its namespace SIGKILLed (slurmd, its jobs), the node    (.ci/cluster.sh
+                       set DOWN; put back once the run is recovered            start-multi)
 
 Usage:
     python bench/faults.py --executor local --runs 6 --seed 7
     python bench/faults.py --executor slurm --profile local-test --runs 3 --tag i8a
     python bench/faults.py --executor both --json figures.json
+    SLURM_CONF=/tmp/veribatch-slurm-multi/etc/slurm.conf \
+        python bench/faults.py --executor slurm --profile multinode-test --kinds node_lost --runs 2
 
 The process containment that makes "processes left behind" 0 for fork_verifier (and for
 kill9 while a verifier child runs) lives in verifiers/runner.py; this suite only counts.
@@ -70,6 +75,8 @@ LOCAL_KINDS = ("kill9", "full_disk", "hung_verifier", "fork_verifier", "corrupt_
                "truncate_parquet", "delete_done", "torn_ledger", "changed_upstream",
                "concurrent_resumes")
 SLURM_KINDS = (*LOCAL_KINDS, "scancel_element", "scancel_run", "requeue")
+MULTINODE_KINDS = ("node_lost",)  # only where nodes can be lost: the multi-node CI cluster
+CLUSTER_SH = REPO / ".ci" / "cluster.sh"
 POST_RUN = ("corrupt_parquet", "truncate_parquet", "delete_done", "torn_ledger",
             "changed_upstream")
 IN_PLAN = ("hung_verifier", "fork_verifier")
@@ -318,6 +325,7 @@ class Harness:
         rd = runs / name
         watch = ProcessWatch(rd)
         mounts: list[Path] = []
+        self.lost_nodes: list[str] = []
         try:
             t0 = time.monotonic()
             self._faulty_run(rd, options, faults, watch, mounts, fig)
@@ -345,6 +353,8 @@ class Harness:
         finally:
             for m in mounts:
                 subprocess.run(["umount", "-l", str(m)], capture_output=True)
+            for node in self.lost_nodes:
+                restore_node(node)
             if self.executor == "slurm" and rd.exists():
                 with contextlib.suppress(Exception):
                     self.launch("cancel", str(rd))
@@ -356,7 +366,7 @@ class Harness:
                     watch: ProcessWatch, mounts: list[Path], fig: RunFigures) -> None:
         args = self.run_args(options, rd.parent, rd.name)
         pending = [f for f in faults if f.kind in ("kill9", "full_disk", "scancel_element",
-                                                   "scancel_run", "requeue")]
+                                                   "scancel_run", "requeue", "node_lost")]
         for f in faults:
             if f.kind in IN_PLAN:
                 f.injected = True  # part of the plan (the clean reference has it too)
@@ -497,8 +507,8 @@ def plan_faults(rng: random.Random, kinds: list[str]) -> list[Fault]:
             stage = "check"
         if kind in ("changed_upstream",):
             stage = "work"
-        if kind in ("hung_verifier", "fork_verifier"):
-            stage = "work"
+        if kind in ("hung_verifier", "fork_verifier", "node_lost"):
+            stage = "work"  # node_lost: `work` is the stage that runs long enough to lose
         if kind in POST_RUN and kind != "changed_upstream":
             stage, shard = free.pop()
         elif kind == "changed_upstream":
@@ -553,6 +563,21 @@ def inject_in_run(h: Harness, rd: Path, f: Fault, mounts: list[Path]) -> bool:
         if job and not (d / "DONE").exists():
             subprocess.run(["scancel", job], capture_output=True)
             f.injected, f.note = True, f"scancel {job}"
+            return True
+        return (d / "DONE").exists()
+    if f.kind == "node_lost":
+        job = h.element(rd, f.stage, f.shard)
+        if job and running and count_records(d / "ledger.jsonl") >= f.at:
+            node = subprocess.run(["squeue", "-h", "-j", job, "-o", "%N"], capture_output=True,
+                                  text=True).stdout.strip()
+            if not node:
+                return False  # between states: try on the next tick
+            subprocess.run(["bash", str(CLUSTER_SH), "kill-node", node], capture_output=True,
+                           check=True)
+            r = subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DOWN",
+                                "Reason=faults.py node_lost"], capture_output=True, text=True)
+            h.lost_nodes.append(node)
+            f.injected, f.note = r.returncode == 0, f"{node} lost with {job} {r.stderr.strip()[:80]}"
             return True
         return (d / "DONE").exists()
     if f.kind == "requeue":
@@ -614,7 +639,35 @@ def compare(got: pd.DataFrame, want: pd.DataFrame) -> tuple[int, int, int]:
 
 
 def kinds_for(executor: str) -> tuple[str, ...]:
-    return SLURM_KINDS if executor == "slurm" else LOCAL_KINDS
+    if executor != "slurm":
+        return LOCAL_KINDS
+    return (*SLURM_KINDS, *MULTINODE_KINDS) if multinode_cluster() else SLURM_KINDS
+
+
+def multinode_cluster() -> bool:
+    """Whether SLURM_CONF's cluster has nodes that can be lost: namespaced nodes of
+    `.ci/cluster.sh start-multi` (a node is an `ip netns`; its processes are killable)."""
+    try:
+        nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
+                               timeout=20).stdout.split()
+        spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                                timeout=20).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return len(set(nodes)) > 1 and set(nodes) <= set(spaces)
+
+
+def restore_node(node: str) -> None:
+    """A lost node back in service: its slurmd restarted in its namespace, then RESUME."""
+    subprocess.run(["bash", str(CLUSTER_SH), "start-node", node], capture_output=True)
+    end = time.monotonic() + 90
+    while time.monotonic() < end:
+        state = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%t"], capture_output=True,
+                               text=True).stdout.strip()
+        if state and not state.endswith("*"):
+            break
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True)
 
 
 def choose_kinds(rng: random.Random, available: list[str], per_run: int, runs: int,

@@ -64,6 +64,39 @@ def slurm_cluster() -> dict[str, str]:
     return env
 
 
+MULTI_DIR = Path(os.environ.get("VERIBATCH_SLURM_MULTI_DIR", "/tmp/veribatch-slurm-multi"))
+MULTI_NODES = ("vbm-cpu1", "vbm-cpu2", "vbm-gpu1", "vbm-gpu2")
+
+
+@pytest.fixture(scope="session")
+def slurm_multi_cluster() -> dict[str, str]:
+    """The multi-node cluster of `.ci/cluster.sh start-multi` (4 slurmd in network namespaces:
+    vbm-cpu1/2 in partition cpu, vbm-gpu1/2 in partition gpu with GRES gpu:2): the
+    environment (``{"SLURM_CONF": ...}``) to pass to what a `multinode` test starts.  It is NOT
+    put in this process's environment: the single-node `slurm_cluster` fixture owns that.
+    Every node must be up (a fault test that left one down, drained, … puts it back itself).
+    Without the cluster, `multinode` tests skip — except in CI, where they fail."""
+    conf = MULTI_DIR / "etc" / "slurm.conf"
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    up: list[str] = []
+    if conf.exists():
+        try:
+            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=env, capture_output=True,
+                                 text=True, timeout=20)
+            up = [line.split()[0] for line in out.stdout.splitlines()
+                  if line.split()[1].rstrip("*~#") in ("idle", "mix", "alloc")
+                  and not line.split()[1].endswith("*")]
+        except (OSError, subprocess.SubprocessError, IndexError):
+            up = []
+    if sorted(set(up)) != sorted(MULTI_NODES):
+        msg = (f"multi-node SLURM cluster not up (start it: bash .ci/cluster.sh start-multi; "
+               f"looked at {conf}; nodes up: {sorted(set(up))})")
+        if os.environ.get("CI"):
+            pytest.fail("CI: " + msg)
+        pytest.skip(msg)
+    return {"SLURM_CONF": str(conf)}
+
+
 @pytest.fixture(scope="session")
 def invbench_easy(shared_data: Path) -> Path:
     return shared_data / "invbench" / "Dataset" / "Evaluation" / "Easy"

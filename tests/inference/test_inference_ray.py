@@ -99,7 +99,8 @@ def test_head_and_worker_command_lines() -> None:
     assert p is not None and port_is_free(p.gcs)  # verified free on this node
     head = c.head_command()
     assert head[:5] == ["srun", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=gpu01"]
-    assert head[5:9] == ["ray", "start", "--head", "--block"]
+    # `ray` from PATH, else the one beside this interpreter (a job run as venv/bin/python)
+    assert Path(head[5]).name == "ray" and head[6:9] == ["start", "--head", "--block"]
     for arg in (f"--port={p.gcs}", "--node-ip-address=10.0.0.1", f"--node-manager-port={p.node_manager}",
                 f"--min-worker-port={p.min_worker}", f"--max-worker-port={p.max_worker}",
                 "--num-cpus=32", "--num-gpus=4", "--temp-dir=/tmp/ray-777", "--include-dashboard=false"):

@@ -131,6 +131,17 @@ def ports_from(first: int) -> RayPorts:
     )
 
 
+def default_ray_bin() -> str:
+    """`ray` on PATH, else the one installed beside this interpreter: a job started as
+    ``/path/venv/bin/python driver.py`` (no activated venv) finds the `ray` of its own venv,
+    and so do its srun steps on the other nodes (the same path on a shared file system)."""
+    import shutil
+    import sys
+
+    beside = Path(sys.executable).with_name("ray")
+    return "ray" if shutil.which("ray") else (str(beside) if beside.exists() else "ray")
+
+
 def expand_nodelist(nodelist: str) -> list[str]:
     """SLURM's compressed node list (``gpu[01-03],big7``) → host names, via scontrol."""
     out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
@@ -147,7 +158,7 @@ class RayCluster:
     gpus_per_node: int | None = None
     launcher: str = "srun"  # "srun" inside a SLURM job, "local" for one node without SLURM
     temp_dir: Path | None = None
-    ray_bin: str = "ray"
+    ray_bin: str = field(default_factory=lambda: default_ray_bin())
     ready_timeout_s: float = 300.0
     ports: RayPorts | None = None  # None: a block verified free on this node at start
     procs: list[subprocess.Popen] = field(default_factory=list)

@@ -11,6 +11,13 @@ Requests are cut into chunks and handed to whichever replica is free (at most tw
 chunks in flight per replica), so a slow replica does not hold the batch back.  A
 replica that dies has its chunk re-queued on the others; only when none is left does
 `generate` raise (an infrastructure failure: the shard is retried, not recorded).
+
+A lost head node takes the cluster's GCS with it (and the replicas on that node); the
+replicas on other nodes keep answering for a while, then Ray's own client, 60 s on,
+terminates the whole process with a log line.  `generate` instead checks every
+`GCS_CHECK_S`, and whenever a replica dies, that the GCS still accepts connections, and
+raises an `EngineError` naming the head when it does not — the shard fails with that
+message (error.json) and `launch resume` retries it in a new allocation.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import socket
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +34,18 @@ from typing import Any
 from veribatch.inference.errors import EngineError, require_extra
 from veribatch.inference.registry import parse_spec
 from veribatch.inference.types import Completion, Engine, Request
+
+GCS_CHECK_S = 5.0  # this often (and when a replica dies): is the head's GCS still there?
+
+
+def gcs_reachable(address: str, timeout_s: float = 2.0) -> bool:
+    """Whether the GCS at ``host:port`` accepts a TCP connection (the head node is alive)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 class _EngineActor:
@@ -36,8 +57,11 @@ class _EngineActor:
         self.engine = open_engine(spec, **options)
 
     def info(self) -> dict[str, str]:
+        import socket
+
         return {"engine": self.engine.engine, "model": self.engine.model,
-                "revision": self.engine.revision, "pid": str(os.getpid())}
+                "revision": self.engine.revision, "pid": str(os.getpid()),
+                "host": socket.gethostname()}
 
     def generate(self, requests: list[Request]) -> list[list[Completion]]:
         return self.engine.generate(requests)
@@ -127,6 +151,7 @@ class RayEnginePool(Engine):
             raise EngineError(f"ray pool: a replica of {spec} failed to start: {exc}") from exc
         self.revision = infos[0]["revision"]
         self.actor_pids = [int(i["pid"]) for i in infos]
+        self.actor_hosts = [i["host"] for i in infos]  # where each replica landed (node names)
 
     def _chunks(self, n: int) -> list[range]:
         size = self.chunk_size or max(1, math.ceil(n / (len(self.actors) * 4)))
@@ -138,7 +163,11 @@ class RayEnginePool(Engine):
         todo = deque(self._chunks(len(requests)))
         live = list(self.actors)
         inflight: dict[Any, tuple[Any, range]] = {}
+        checked = time.monotonic()
         while todo or inflight:
+            if time.monotonic() - checked >= GCS_CHECK_S:
+                self._check_head(len(requests) - sum(r is not None for r in results))
+                checked = time.monotonic()
             for actor in list(live):
                 while todo and sum(1 for a, _ in inflight.values() if a is actor) < 2:
                     chunk = todo.popleft()
@@ -146,12 +175,13 @@ class RayEnginePool(Engine):
                     inflight[ref] = (actor, chunk)
             if not inflight:
                 raise EngineError(f"ray pool: every replica of {self.spec} has died")
-            done, _ = ray.wait(list(inflight), num_returns=1)
+            done, _ = ray.wait(list(inflight), num_returns=1, timeout=GCS_CHECK_S)
             for ref in done:
                 actor, chunk = inflight.pop(ref)
                 try:
                     out = ray.get(ref)
                 except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError):
+                    self._check_head(len(requests) - sum(r is not None for r in results))
                     if actor in live:
                         live.remove(actor)
                     todo.appendleft(chunk)
@@ -160,8 +190,25 @@ class RayEnginePool(Engine):
                     results[i] = comps
         return [r for r in results if r is not None]
 
+    def _check_head(self, unanswered: int) -> None:
+        """Raise a clear EngineError when the cluster's GCS (on the head node) is gone."""
+        try:
+            address = self._ray.get_runtime_context().gcs_address
+        except Exception:  # noqa: BLE001  (no address known: nothing to check)
+            return
+        if address and not gcs_reachable(address) and not gcs_reachable(address):
+            self._head_lost = True  # close() must not wait on a GCS that is gone
+            raise EngineError(
+                f"ray pool: the Ray head at {address} is unreachable (head node lost?); "
+                f"{unanswered} request(s) of {self.spec} unanswered")
+
     def close(self) -> None:
         ray = self._ray
+        if getattr(self, "_head_lost", False):
+            # Killing actors and removing placement groups are GCS calls that would block
+            # until Ray terminates the process; the cluster is gone with its head anyway.
+            self.actors, self.placement_groups = [], []
+            return
         for a in getattr(self, "actors", []):
             with contextlib.suppress(Exception):  # already gone
                 ray.kill(a)
