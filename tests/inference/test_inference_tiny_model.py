@@ -45,6 +45,11 @@ def test_builds_on_invbench_style_pairs_and_answers_them_greedily(tmp_path: Path
     assert (path / "model.safetensors").stat().st_mtime_ns == mtime
     assert pairs_hash(INVBENCH_PAIRS) != pairs_hash(INVBENCH_PAIRS[:1])
     assert pairs_hash(INVBENCH_PAIRS, seed=1) != pairs_hash(INVBENCH_PAIRS)
+    # a cached model that did not learn its pairs (built on a loaded machine) is built again
+    (path / MANIFEST).write_text(json.dumps({**info, "all_pairs_learned": False}))
+    assert cached_tiny_qwen2(INVBENCH_PAIRS, root=tmp_path) == path
+    assert (path / "model.safetensors").stat().st_mtime_ns != mtime
+    assert "all_pairs_learned" in json.loads((path / MANIFEST).read_text())
 
 
 def test_cli_rejects_bad_pairs_file_naming_it(tmp_path: Path) -> None:

@@ -263,6 +263,14 @@ def pairs_hash(pairs: Sequence[tuple[str, str]] | None, seed: int = 0) -> str:
     return hashlib.sha256(blob + src).hexdigest()[:16]
 
 
+def _learned(folder: Path) -> bool:
+    """A complete cached model whose manifest says it answers every trained prompt."""
+    try:
+        return bool(json.loads((folder / MANIFEST).read_text()).get("all_pairs_learned", True))
+    except (OSError, ValueError):
+        return False
+
+
 def cached_tiny_qwen2(
     pairs: Sequence[tuple[str, str]] | None = None, seed: int = 0, root: Path | None = None
 ) -> Path:
@@ -271,7 +279,9 @@ def cached_tiny_qwen2(
     `root` defaults to ``$VERIBATCH_TINY_MODEL_CACHE`` or ``<tmp>/veribatch-tiny-models``.
     Concurrent callers (pytest-xdist workers, parallel shards) serialize on a lock file;
     the model is built in a sibling directory and renamed into place, so a reader never
-    sees a half-written model.
+    sees a half-written model.  A cached model that did not learn its pairs (built on a
+    machine too loaded to train it within the time budget) is built again, not reused: one
+    slow morning must not leave every later run with a broken model.
     """
     root = Path(
         root
@@ -280,11 +290,11 @@ def cached_tiny_qwen2(
     )
     root.mkdir(parents=True, exist_ok=True)
     final = root / pairs_hash(pairs, seed)
-    if (final / MANIFEST).is_file():
+    if _learned(final):
         return final
     with open(root / f".{final.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (final / MANIFEST).is_file():
+        if _learned(final):
             return final
         work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
         try:
