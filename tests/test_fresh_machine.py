@@ -66,6 +66,7 @@ def test_make_runs_refute_step_passes_without_bubblewrap_and_says_so(tmp_path: P
 
 
 def test_model_runs_and_unshipped_data_still_refuse_without_bubblewrap(tmp_path: Path) -> None:
+    """Offline here, and no template is served: the node's refusal comes before any download."""
     replay = tmp_path / "earlier-run"  # a replay source passes the model check; the sandbox must not
     replay.mkdir()
     export = tmp_path / "export"

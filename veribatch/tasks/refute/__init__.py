@@ -104,13 +104,7 @@ class RefuteTask(Task):
             raise ValueError(f"sandbox={o['sandbox']!r}: expected auto, bwrap, apptainer or unsafe")
         o["reasoning"] = resolve_reasoning(o.get("reasoning"), config.model)
         config = resolve_samples(replace(config, options=o, sampling=_budget(config, o["reasoning"])))
-        if config.model is not None:
-            from veribatch.tasks.refute.prompt import prompt_set
-
-            if prompt_set(o) == "authors":  # fetched and checked here: offline fails at plan time
-                from veribatch.tasks.refute import harness_prompts
-
-                harness_prompts.fetch()
+        # the node's refusal first: it needs no network, and no template makes it go away
         if o["sandbox"] == "auto":
             from veribatch.tasks.refute.problem import sandbox
             from veribatch.verifiers.judge import SandboxUnavailable
@@ -119,6 +113,13 @@ class RefuteTask(Task):
                 sandbox(config)  # shipped programs only may fall back to the node's isolation
             except SandboxUnavailable as e:
                 raise ValueError(str(e)) from None
+        if config.model is not None:
+            from veribatch.tasks.refute.prompt import prompt_set
+
+            if prompt_set(o) == "authors":  # fetched and checked here: offline fails at plan time
+                from veribatch.tasks.refute import harness_prompts
+
+                harness_prompts.fetch()
         if not config.verifier_version:
             config = replace(config, verifier_version=judge_version(config))
         return config
