@@ -160,6 +160,7 @@ def build_dataset(run_dir: Path, manifest: dict[str, Any],
         "collection": (config.get("versions") or {}).get("collection"),
         "inductive_rule": (config.get("options") or {}).get("inductive_rule", "consecution"),
         "precondition": (config.get("options") or {}).get("precondition", "exact"),
+        "omt_variables": (config.get("options") or {}).get("omt_variables", "visible"),
         "limit": config.get("limit"),
         "complete": not missing, "missing_programs": len(missing),
     }

@@ -166,3 +166,22 @@ def test_states_do_not_depend_on_what_the_process_solved_before(lam4inv_root: Pa
         return sorted((c.category, c.key(), json.dumps(c.origins, sort_keys=True)) for c in got.counterexamples)
 
     assert states(first) == states(again) and len(states(first)) > 5
+
+
+def test_omt_variables_choose_which_objectives_are_asked(lam4inv_root: Path) -> None:
+    """Program 20: I mentions x and m, not n; SAT_Pre's formula (I ∧ P ∧ B) mentions n through
+    the guard `x < n`.  The choice of variables is a construction option (§3.1.2 says only
+    "each variable")."""
+    prog = normalise((lam4inv_root / "Benchmarks/Linear/c/20.c").read_text(), "20.c")
+    log = parse_log((lam4inv_root / "Result/GPT4TurboFull/20.txt").read_text(), "20.txt")
+    got = {choice: collect(prog, [], log.final_invariant, log_file="20.txt", omt_variables=choice)
+           for choice in ("visible", "invariant", "formula")}
+
+    def objectives(c, category):
+        return sorted({o["objective"].split()[1] for ce in c.counterexamples if ce.category == category
+                       for o in ce.origins})
+
+    assert objectives(got["visible"], "SAT_Pre") == ["m", "n", "x"]
+    assert objectives(got["invariant"], "SAT_Pre") == ["m", "x"] == objectives(got["invariant"], "UNSAT_Pre")
+    assert objectives(got["formula"], "SAT_Pre") == ["m", "n", "x"]
+    assert got["invariant"].objectives["SAT_Pre"] == 4 and got["visible"].objectives["SAT_Pre"] == 6

@@ -72,7 +72,7 @@ def test_default_builds_the_sample_and_prints_card_and_reference_rows(sample_bui
     assert md[0].startswith(f"# CE-Bench dataset {card['version']}, labelled by z3 ")
     assert "NOT the paper's Ultimate Automizer" in md[0]
     assert (card["inductive_rule"], card["precondition"]) == ("lam4inv", "exact")
-    assert any(line.startswith("- construction: inductive rule `lam4inv`") for line in md)
+    assert any(line.startswith("- construction: inductive rule `lam4inv`") and "OMT objectives `visible`" in line for line in md)
     # like with like: the paper's "16 programs with none" is after UNKNOWN states are removed
     labelled = {r["program"] for r in rows if r["label"] != "UNKNOWN"}
     collected = {r["program"] for r in rows}

@@ -30,13 +30,17 @@ def test_the_default_plans_a_build_of_the_sample() -> None:
     assert plan_run("cebench", options=["budget_s=10"]).run_id != plan.run_id
     assert plan_run("cebench", options=["solver_rlimit=1000"]).run_id != plan.run_id
     # so is each construction option, and the collection version names it
-    other = plan_run("cebench", options=["inductive_rule=consecution", "precondition=lam4inv"])
+    other = plan_run("cebench", options=["inductive_rule=consecution", "precondition=lam4inv",
+                                         "omt_variables=formula"])
     assert other.run_id != plan.run_id
-    assert "/inductive=consecution/P=lam4inv/" in other.config.versions["collection"]
+    assert "/inductive=consecution/P=lam4inv/vars=formula/" in other.config.versions["collection"]
+    assert plan_run("cebench", options=["omt_variables=invariant"]).run_id != plan.run_id
     with pytest.raises(ValueError, match="known rules are lam4inv, consecution"):
         plan_run("cebench", options=["inductive_rule=first-failure"])
     with pytest.raises(ValueError, match="known readings are exact, lam4inv"):
         plan_run("cebench", options=["precondition=regex"])
+    with pytest.raises(ValueError, match="known choices are visible, invariant, formula"):
+        plan_run("cebench", options=["omt_variables=some"])
 
 
 def test_what_is_refused(lam4inv_root: Path, tmp_path: Path) -> None:

@@ -70,6 +70,7 @@ class CEBenchTask(Task):
             # construction options (docs/cebench.md, "Construction options"); both in the run id
             "inductive_rule": "lam4inv",  # lam4inv (LaM4Inv's check order) | consecution
             "precondition": "exact",      # exact (symbolic execution) | lam4inv (its textual reading)
+            "omt_variables": "visible",   # visible (every loop-head variable) | invariant | formula
             "runtime": "native",      # native | apptainer (verifier)
             "image": "",              # apptainer image of the verifier
             "generate_batch": 16,
@@ -95,7 +96,8 @@ class CEBenchTask(Task):
             from veribatch.tasks.cebench.counterexamples import check_options
 
             check_options(str(config.options.get("inductive_rule", "lam4inv")),
-                          str(config.options.get("precondition", "exact")))
+                          str(config.options.get("precondition", "exact")),
+                          str(config.options.get("omt_variables", "visible")))
             if config.model is not None:
                 raise ValueError(
                     f"--model evaluates a built CE-Bench dataset, but {config.dataset!r} is a LaM4Inv "
@@ -125,7 +127,8 @@ class CEBenchTask(Task):
 
             return {"collection": collection_version(
                 str(config.options.get("inductive_rule", "lam4inv")),
-                str(config.options.get("precondition", "exact")))}
+                str(config.options.get("precondition", "exact")),
+                str(config.options.get("omt_variables", "visible")))}
         if config.model is None:
             return {}
         return {"prompt": template_hash(config.strategy), "parser": PARSER_VERSION}

@@ -144,8 +144,12 @@ def differences(card: dict[str, Any]) -> list[str]:
     else:
         p_text = ("P is the loop-free code before the loop executed symbolically (values and "
                   "assumptions; the paper does not say how its P is written)")
-    out.append("OMT objectives run over every variable visible at the loop head (unused ones included), "
-               "within C type ranges; an objective without an integer optimum is pushed to its type's "
+    variables = {"visible": "every variable visible at the loop head (unused ones included)",
+                 "invariant": "the variables the final invariant I mentions",
+                 "formula": "the variables of the query's formula (I, P and, for SAT_Pre, B)"}
+    out.append(f"OMT objectives run over {variables.get(card.get('omt_variables', 'visible'), '?')}, "
+               "within C type ranges, each optimal state with the other variables as close to 0 as the "
+               "optimum allows (a canonical model: Z3's own choice follows its history); an objective without an integer optimum is pushed to its type's "
                f"bound and marked bounded_by_type. {p_text}; B is the guard with nondeterministic choices "
                "eliminated.")
     return out
@@ -170,8 +174,11 @@ def construction(card: dict[str, Any]) -> str:
              "consecution": "every consecution failure"}
     pres = {"exact": "exact (symbolic execution of the code before the loop)",
             "lam4inv": "LaM4Inv's textual reading (lossy)"}
+    variables = card.get("omt_variables", "visible")
+    choices = {"visible": "every variable visible at the loop head",
+               "invariant": "the variables of I", "formula": "the variables of the query (I, P, B)"}
     return (f"inductive rule `{rule}` — {rules.get(rule, rule)}; precondition P `{pre}` — "
-            f"{pres.get(pre, pre)}")
+            f"{pres.get(pre, pre)}; OMT objectives `{variables}` — {choices.get(variables, variables)}")
 
 
 def card_markdown(card: dict[str, Any]) -> str:

@@ -32,6 +32,7 @@ an objective the solver gives up on) is a named `Skip`, never an exception.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,22 +51,42 @@ COLLECTION = "cebench-collect-v3"  # bump when collection's rules change (part o
 INDUCTIVE_RULES = ("lam4inv", "consecution")
 # How P is written (see the module docstring).
 PRECONDITIONS = ("exact", "lam4inv")
+# Which variables get max/min objectives: every variable visible at the loop head (`visible`),
+# those the final invariant I mentions (`invariant`), or those of the query's formula
+# (`formula`: I, P and, for SAT_Pre, B).  §3.1.2 says "each variable" without saying of what.
+OMT_VARIABLES = ("visible", "invariant", "formula")
 
 
-def collection_version(inductive_rule: str = "lam4inv", precondition: str = "exact") -> str:
+def collection_version(inductive_rule: str = "lam4inv", precondition: str = "exact",
+                       omt_variables: str = "visible") -> str:
     """This module's rules and the construction options, the z3c encoding and the z3 build:
     all change the states found, so all are in the build's run id."""
     from veribatch.verifiers.z3c.portfolio import tool_version
 
-    return f"{COLLECTION}/inductive={inductive_rule}/P={precondition}/{tool_version()}"
+    return (f"{COLLECTION}/inductive={inductive_rule}/P={precondition}/vars={omt_variables}/"
+            f"{tool_version()}")
 
 
-def check_options(inductive_rule: str, precondition: str) -> None:
+def check_options(inductive_rule: str, precondition: str, omt_variables: str = "visible") -> None:
     """Refuse an unknown construction option at plan time, naming the known ones."""
     if inductive_rule not in INDUCTIVE_RULES:
         raise ValueError(f"-o inductive_rule={inductive_rule!r}: known rules are {', '.join(INDUCTIVE_RULES)}")
     if precondition not in PRECONDITIONS:
         raise ValueError(f"-o precondition={precondition!r}: known readings are {', '.join(PRECONDITIONS)}")
+    if omt_variables not in OMT_VARIABLES:
+        raise ValueError(f"-o omt_variables={omt_variables!r}: known choices are {', '.join(OMT_VARIABLES)}")
+
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def objective_variables(variables: list[str], choice: str, invariant: str, formula: str) -> list[str]:
+    """The variables that get max/min objectives under the `omt_variables` choice, in
+    declaration order."""
+    if choice == "visible":
+        return list(variables)
+    used = set(_IDENT.findall(invariant if choice == "invariant" else formula))
+    return [v for v in variables if v in used]
 
 
 @dataclass
@@ -128,7 +149,7 @@ TIMEOUT_MS = 60_000    # a safety net only: the rlimit is what bounds a query
 def collect(prog: LoopProgram, candidates: list[Candidate], final_invariant: str | None, *,
             log_file: str, final_line: int | None = None, timeout_ms: int = TIMEOUT_MS,
             rlimit: int = RLIMIT, inductive_rule: str = "lam4inv",
-            precondition: str = "exact") -> Collected:
+            precondition: str = "exact", omt_variables: str = "visible") -> Collected:
     """The counterexamples of one program (all three categories), under the construction
     options `inductive_rule` and `precondition` (module docstring).
 
@@ -186,8 +207,9 @@ def collect(prog: LoopProgram, candidates: list[Candidate], final_invariant: str
             "SAT_Pre": f"({final_invariant}) && ({pre}) && ({prog.guard})",
         }
         for category, formula in formulas.items():
+            chosen = objective_variables(list(prog.variables), omt_variables, final_invariant, formula)
             for ce in _omt(prog, text, category, formula, out, log_file, final_line, timeout_ms,  # type: ignore[arg-type]
-                           rlimit):
+                           rlimit, chosen):
                 _add(found, ce)
     out.counterexamples = list(found.values())
     return out
@@ -211,7 +233,8 @@ def check_invariant(text: str, invariant: str, timeout_ms: int, rlimit: int = RL
 
 
 def _omt(prog: LoopProgram, text: str, category: Category, formula: str, out: Collected,
-         log_file: str, final_line: int | None, timeout_ms: int, rlimit: int) -> list[Counterexample]:
+         log_file: str, final_line: int | None, timeout_ms: int, rlimit: int,
+         chosen: list[str]) -> list[Counterexample]:
     from veribatch.verifiers.z3c.api import omt_boundaries
 
     try:
@@ -223,7 +246,7 @@ def _omt(prog: LoopProgram, text: str, category: Category, formula: str, out: Co
         return []
     found: list[Counterexample] = []
     asked = 0
-    for var in prog.variables:
+    for var in chosen:
         if var not in bounded.low and var not in bounded.high:
             continue  # not visible at the loop head
         for direction, values, states, unbounded_values in (

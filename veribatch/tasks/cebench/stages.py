@@ -93,7 +93,8 @@ def collect_instance(inst: Instance, config: RunConfig) -> list[Record]:
                   timeout_ms=int(float(config.options.get("solver_timeout_s", 60.0)) * 1000),
                   rlimit=int(config.options.get("solver_rlimit", 5_000_000)),
                   inductive_rule=str(config.options.get("inductive_rule", "lam4inv")),
-                  precondition=str(config.options.get("precondition", "exact")))
+                  precondition=str(config.options.get("precondition", "exact")),
+                  omt_variables=str(config.options.get("omt_variables", "visible")))
     skips += [s.to_json() for s in got.skips]
     head.update(precondition=got.precondition if got.precondition is not None else prog.precondition,
                 guard=prog.guard, invariant_check=got.invariant_check,

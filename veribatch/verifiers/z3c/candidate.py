@@ -16,7 +16,9 @@ Which state a satisfiable query's model holds must not depend on what the proces
 before (Z3's choices follow its term ids, which depend on the context's history): a
 CE-Bench build resumed after a killed shard, or sharded differently, would otherwise collect
 other states for the same program.  So every model that becomes a state is taken from a
-fresh Z3 context holding only that query (`_fresh_model`, `_omt` entirely in one).
+fresh Z3 context holding only that query (`_fresh_model`, `_omt` entirely in one), and an
+OMT state is made canonical (`_canonical_optimum`: the other variables as close to 0 as the
+optimum allows), since the term order of the formula itself can follow the history.
 
 Predicates of *other* loops on these paths are replaced by ``true`` (any state):
 a passed condition is then still a proof, but a failure may be spurious, and the
@@ -78,7 +80,8 @@ def _loop_preds(enc, label: int) -> list[Pred]:
 def _fresh_model(assertions: list[z3.BoolRef], apps: list[z3.BoolRef], timeout_ms: int,
                  rlimit: int) -> tuple[z3.ModelRef, list[z3.BoolRef]] | None:
     """The model of `assertions` found in a fresh context (see the module docstring), with
-    `apps` translated into it; None when the fresh solver does not answer sat."""
+    `apps` translated into it; None when the fresh solver does not answer sat.  (A lexicographic
+    closest-to-0 model, as for OMT states, gave up under the rlimit on modular arithmetic.)"""
     ctx = z3.Context()
     s = z3.Solver(ctx=ctx)
     s.set("timeout", max(1, timeout_ms))
@@ -290,11 +293,40 @@ def _omt(
                 target[name] = None
                 continue
             target[name] = val.as_long()
-            m = opt.model()
+            m = _canonical_optimum(ctx, phi, xs, pred, i, val, visible, timeout_ms, rlimit,
+                                   type_ranges) or opt.model()
             states[name] = {
                 n: m.eval(xs[k], model_completion=True).as_long() for n, k in visible.items()
             }
     return Bounds(low, high, argmin, argmax)
+
+
+def _closeness_to_zero(x: z3.ArithRef) -> z3.ArithRef:
+    """0, 1, -1, 2, -2, … ↦ 0, 1, 2, 3, 4, …: an order on the integers with one value per rank."""
+    return z3.If(x > 0, 2 * x - 1, -2 * x)
+
+
+def _canonical_optimum(ctx: z3.Context, phi: z3.BoolRef, xs: list[z3.ArithRef], pred: Pred, i: int,
+                       val: z3.ArithRef, visible: dict[str, int], timeout_ms: int, rlimit: int,
+                       type_ranges: bool) -> z3.ModelRef | None:
+    """The optimal state with every other visible variable as close to 0 as it can be, in
+    declaration order (lexicographically): one state per objective, whatever the solver's
+    history or the formula's term order (which Z3's own model choice follows, so the same
+    program could give other states after other programs in the same process — a resumed or
+    re-sharded CE-Bench build would differ).  None when the solver gives up (the plain
+    optimum's model is then used)."""
+    opt = z3.Optimize(ctx=ctx)
+    opt.set("timeout", max(1, timeout_ms))
+    if rlimit:
+        opt.set("rlimit", rlimit)
+    opt.add(phi, xs[i] == val)
+    if type_ranges:
+        for j, v in enumerate(pred.sig):
+            opt.add(xs[j] >= v.ctype.lo, xs[j] <= v.ctype.hi)
+    for k in visible.values():
+        if k != i:
+            opt.minimize(_closeness_to_zero(xs[k]))
+    return opt.model() if opt.check() == z3.sat else None
 
 
 def omt_bounds(
