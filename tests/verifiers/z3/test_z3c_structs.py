@@ -164,3 +164,18 @@ def test_invbench_easy_list_programs_never_wrong(shared_data: Path, invbench_eas
         res = api.verify((invbench_easy / name).read_text(), 4, in_process=True, filename=name)
         assert res.status in (Status.UNKNOWN, Status.TIMEOUT), (name, res.status)
         assert "in the Horn encoding" in res.reason and "unsupported: structs" not in res.reason, res.reason
+
+
+def test_invbench_easy_dll_false_is_replayed_and_matches_uautomizers_rerun(shared_data: Path, invbench_easy: Path):
+    """dll-rb-cnstr_1-2_4: `__VERIFIER_assert(end->next)` fails at the list's last node.
+
+    InvBench labels it TRUE; Wonda's recorded re-run of UAutomizer answers FALSE (the
+    disputed label `bench/verifier.py` lists apart), and gcc reaches reach_error on the trace.
+    """
+    name = "dll-rb-cnstr_1-2_4.c"
+    wonda = json.loads((shared_data / "wonda" / "wonda-eval-invbench-easy.json").read_text())
+    rows = wonda if isinstance(wonda, list) else list(wonda.values())
+    assert next(r for r in rows if r["file"] == name)["baseline_decision"] == "FALSE"
+    res = api.verify((invbench_easy / name).read_text(), 20, in_process=True, filename=name)
+    assert res.status is Status.FALSE, (res.status, res.reason)
+    assert res.extras["counterexample"]["replay"] == "reach_error reached by the compiled program"

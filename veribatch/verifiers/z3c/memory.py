@@ -7,6 +7,7 @@ elements of the pointee type), and three environment entries hold the heap:
 
 * ``$mem``: base → (offset → value), every object's contents (mathematical
   integers of the pointee type);
+* ``$pmem``: base → (offset → Ptr), the pointer members of struct objects;
 * ``$size``: base → size in bytes (0: never allocated, or freed, or out of scope);
 * ``$next``: the base of the next object (objects are never reused).
 
@@ -22,9 +23,22 @@ must handle it (a dereference of NULL is cut) to be proved.
 
 The heap is modelled in bounded model checking (``unroll`` mode) only: in the
 Horn encoding (``chc``) every memory construct raises `BmcOnly`, an
-`Unsupported` the portfolio answers by running BMC alone.  Pointers to pointers,
-structs, casts between different pointee types, pointer/integer conversions and
-address-taken scalars stay `Unsupported` in both modes.  Mixed into `encode.Encoder`.
+`Unsupported` the portfolio answers by running BMC alone.
+
+Structs (`malloc(sizeof(struct T))`, struct locals, globals and arrays of them):
+a struct object is one heap object of ``sizeof(struct T)`` bytes (members
+naturally aligned, as gcc lays them out or larger); a pointer to it has its
+offset in whole structs, and member ``f`` (slot k of n) of the struct at offset
+``o`` is element ``o * n + k`` of ``$mem`` (integer members) or ``$pmem`` (pointer
+members).  ``p->f`` is defined when the whole struct is inside a live object, so
+a NULL, freed or dangling node is cut like any other undefined access.  A struct
+variable names its object (`struct_uids`) and is no value of its own.  Enums are
+`unsigned int` (or `int` with a negative constant), their constants `int`.
+
+Pointers to pointers, unions, struct values (copy, pass or return by value),
+array or struct members, the address of a member or of a scalar, casts between
+different pointee types and pointer/integer conversions stay `Unsupported` in
+both modes.  Mixed into `encode.Encoder`.
 """
 
 from __future__ import annotations
