@@ -95,8 +95,8 @@ def test_unbounded_array_loop_is_bmc_only_and_says_so():
      MALLOC + "int main() { int *p = malloc(8); char *c = (char *)p; *c = 1; return 0; }"),
     ("pointers to pointers", "int main() { int **pp = 0; return 0; }"),
     ("integer to pointer conversion", "int main() { int *p = (int *)4096; return 0; }"),
-    ("structs", MALLOC + "struct node { int v; struct node *next; };\n"
-                         "int main() { struct node *n = malloc(sizeof(struct node)); return 0; }"),
+    ("unions", MALLOC + "union node { int v; union node *next; };\n"
+                         "int main() { union node *n = malloc(sizeof(union node)); return 0; }"),
 ])
 def test_outside_the_memory_model_is_unknown_with_reason(construct, body):
     res = api.verify(prog(body), 5, in_process=True)

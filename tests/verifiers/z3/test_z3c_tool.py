@@ -63,9 +63,9 @@ def test_determine_result_on_real_cli_output(tmp_path: Path):
     out_false = _cli(tmp_path, UNSAFE)
     v = tool.determine_result(FinishedRun(0, None, out_false, "exit"))
     assert v.status is Status.FALSE and v.extras["counterexample"]["inputs"]
-    out_unknown = _cli(tmp_path, "int main() { struct s { int f; } v; v.f = 0; return v.f; }")
+    out_unknown = _cli(tmp_path, "int main() { union s { int f; } v; v.f = 0; return v.f; }")
     v = tool.determine_result(FinishedRun(0, None, out_unknown, "exit"))
-    assert v.status is Status.UNKNOWN and "structs" in v.reason
+    assert v.status is Status.UNKNOWN and "unions" in v.reason
 
 
 def test_determine_result_without_json_is_error():

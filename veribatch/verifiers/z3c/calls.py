@@ -13,7 +13,7 @@ from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.cint import CType
 from veribatch.verifiers.z3c.floats import DOUBLE, FLOAT, FloatType
 from veribatch.verifiers.z3c.ir import State, Unsupported, Val, Var
-from veribatch.verifiers.z3c.memory import PtrType, is_ptr, null
+from veribatch.verifiers.z3c.memory import PtrType, base_of, is_ptr, mk_ptr
 
 # Builtins: nondet functions and their result types.
 _NONDET = {
@@ -224,6 +224,8 @@ class CallsMixin:
         if fname in ("malloc", "calloc"):
             # may fail: NULL on an arbitrary choice (not an input, so a trace that needs
             # the failure is not replayed: gcc's malloc succeeds there)
-            p = z3.If(z3.FreshConst(z3.BoolSort(), f"{fname}_ok"), p, null())
+            # (the choice on the base alone: `base(p)`/`off(p)` stay simple terms)
+            ok = z3.FreshConst(z3.BoolSort(), f"{fname}_ok")
+            p = mk_ptr(z3.If(ok, base_of(p), z3.IntVal(0)), z3.IntVal(0))
         return s, Val(p, self.ptr_type(None))
 

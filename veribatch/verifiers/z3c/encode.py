@@ -50,7 +50,7 @@ from veribatch.verifiers.z3c.ir import (
     Val,
     Var,
 )
-from veribatch.verifiers.z3c.memory import BmcOnly, MemoryMixin, heap_env
+from veribatch.verifiers.z3c.memory import BmcOnly, Layout, MemoryMixin, heap_env
 
 __all__ = [
     "BmcOnly", "Clause", "Encoder", "Encoding", "ErrorPath", "Mode", "Outcomes", "Pred", "State",
@@ -103,6 +103,11 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         self.int_t = cint.type_named("int", data_model)
         self.definitions: list[z3.BoolRef] = []  # global definitions of fresh terms (floats)
         self.array_uids: set[str] = set()
+        self.struct_uids: set[str] = set()  # variables naming a struct object (memory)
+        self.struct_defs: dict[str, c_ast.Struct] = {}
+        self.layouts: dict[str, Layout] = {}
+        self.enum_consts: dict[str, int | None] = {}  # enumeration constants (None: not a literal)
+        self.collect_structs(ast)
         # per function being executed: its labels' positions, states of pending gotos
         self.goto_frames: list[tuple[dict[str, tuple[int, int]], dict[str, list[State]]]] = []  # variables naming an array object (memory)
 

@@ -30,7 +30,12 @@ class ExpressionsMixin:
         if isinstance(node, c_ast.Constant):
             return state, self.constant(node)
         if isinstance(node, c_ast.ID):
+            ev = self.enum_constant(node.name, node)
+            if ev is not None:
+                return state, ev
             var = self.lookup(node.name, node)
+            if var.uid in self.struct_uids:
+                raise Unsupported("struct values (copy, pass or return by value) unsupported", node)
             return state, Val(state.env[var.uid], var.ctype)
         if isinstance(node, c_ast.Cast):
             s, v = self.eval(state, node.expr)
@@ -86,7 +91,10 @@ class ExpressionsMixin:
                 return None, dummy
             return self.read(s, loc)
         if isinstance(node, c_ast.StructRef):
-            raise Unsupported("structs/pointers unsupported", node)
+            s, loc = self.field_loc(state, node)
+            if s is None:
+                return None, dummy
+            return self.read(s, loc)
         raise Unsupported(f"expression {type(node).__name__} unsupported", node)
 
     @staticmethod
@@ -167,7 +175,7 @@ class ExpressionsMixin:
             else:
                 _, v = self.eval(state, node.expr)
                 t = v.ctype
-            return state, Val(z3.IntVal(max(1, t.width // 8)), ul)
+            return state, Val(z3.IntVal(self.sizeof(t, node)), ul)
         if op == "*":
             s, loc = self.lvalue(state, node)
             if s is None:
@@ -175,8 +183,11 @@ class ExpressionsMixin:
             return self.read(s, loc)
         if op == "&":
             self.need_heap("pointers unsupported", node)
+            if isinstance(node.expr, c_ast.ID) and \
+                    self.lookup(node.expr.name, node).uid in self.struct_uids:
+                return self.struct_addr(state, node.expr)
             if not isinstance(node.expr, c_ast.ArrayRef | c_ast.UnaryOp):
-                raise Unsupported("address of a variable unsupported", node)
+                raise Unsupported("address of a variable or struct member unsupported", node)
             s, loc = self.lvalue(state, node.expr)
             if s is None:
                 return None, Val(z3.IntVal(0), self.int_t)

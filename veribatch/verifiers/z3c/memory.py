@@ -7,6 +7,7 @@ elements of the pointee type), and three environment entries hold the heap:
 
 * ``$mem``: base → (offset → value), every object's contents (mathematical
   integers of the pointee type);
+* ``$pmem``: base → (offset → Ptr), the pointer members of struct objects;
 * ``$size``: base → size in bytes (0: never allocated, or freed, or out of scope);
 * ``$next``: the base of the next object (objects are never reused).
 
@@ -22,9 +23,22 @@ must handle it (a dereference of NULL is cut) to be proved.
 
 The heap is modelled in bounded model checking (``unroll`` mode) only: in the
 Horn encoding (``chc``) every memory construct raises `BmcOnly`, an
-`Unsupported` the portfolio answers by running BMC alone.  Pointers to pointers,
-structs, casts between different pointee types, pointer/integer conversions and
-address-taken scalars stay `Unsupported` in both modes.  Mixed into `encode.Encoder`.
+`Unsupported` the portfolio answers by running BMC alone.
+
+Structs (`malloc(sizeof(struct T))`, struct locals, globals and arrays of them):
+a struct object is one heap object of ``sizeof(struct T)`` bytes (members
+naturally aligned, as gcc lays them out or larger); a pointer to it has its
+offset in whole structs, and member ``f`` (slot k of n) of the struct at offset
+``o`` is element ``o * n + k`` of ``$mem`` (integer members) or ``$pmem`` (pointer
+members).  ``p->f`` is defined when the whole struct is inside a live object, so
+a NULL, freed or dangling node is cut like any other undefined access.  A struct
+variable names its object (`struct_uids`) and is no value of its own.  Enums are
+`unsigned int` (or `int` with a negative constant), their constants `int`.
+
+Pointers to pointers, unions, struct values (copy, pass or return by value),
+array or struct members, the address of a member or of a scalar, casts between
+different pointee types and pointer/integer conversions stay `Unsupported` in
+both modes.  Mixed into `encode.Encoder`.
 """
 
 from __future__ import annotations
@@ -52,17 +66,42 @@ class PtrType(CType):
 
 
 @dataclass(frozen=True)
+class StructType(CType):
+    """`struct tag`: its layout (`Layout`) lives in the encoder, found by the tag.
+
+    `width` is 0 here (a pointer to a struct may be declared before the struct is
+    complete, as in `struct node { struct node *next; }`); sizes come from
+    `MemoryMixin.sizeof`.
+    """
+
+    tag: str = ""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A struct's fields: name → (slot, type, byte offset), its size and alignment (gcc's)."""
+
+    fields: dict[str, tuple[int, CType, int]]
+    size: int
+    align: int
+
+
+@dataclass(frozen=True)
 class MemLoc:
-    """An lvalue in the heap: element `off` of object `base`, of type `ctype`."""
+    """An lvalue in the heap: element `off` of object `base`, of type `ctype`.
+
+    A struct field is the element ``off * nslots + slot`` of its object: integer
+    fields in ``$mem``, pointer fields in ``$pmem`` (same indexing).
+    """
 
     base: z3.ArithRef
     off: z3.ArithRef
     ctype: CType
 
 
-# (context, Ptr sort, heap sort): the context itself is kept, so that a new context
-# (`engines.fresh_context`) is never mistaken for the old one by a reused id.
-_SORTS: list[tuple[z3.Context, z3.DatatypeSortRef, z3.ArraySortRef]] = []
+# (context, Ptr sort, heap sort, pointer-heap sort): the context itself is kept, so that
+# a new context (`engines.fresh_context`) is never mistaken for the old one by a reused id.
+_SORTS: list[tuple[z3.Context, z3.DatatypeSortRef, z3.ArraySortRef, z3.ArraySortRef]] = []
 
 
 def ptr_sort() -> z3.DatatypeSortRef:
@@ -72,7 +111,11 @@ def ptr_sort() -> z3.DatatypeSortRef:
         dt = z3.Datatype("Ptr")
         dt.declare("ptr", ("base", z3.IntSort()), ("off", z3.IntSort()))
         sort = dt.create()
-        _SORTS[:] = [(ctx, sort, z3.ArraySort(z3.IntSort(), z3.ArraySort(z3.IntSort(), z3.IntSort())))]
+        _SORTS[:] = [(
+            ctx, sort,
+            z3.ArraySort(z3.IntSort(), z3.ArraySort(z3.IntSort(), z3.IntSort())),
+            z3.ArraySort(z3.IntSort(), z3.ArraySort(z3.IntSort(), sort)),
+        )]
     return _SORTS[0][1]
 
 
@@ -102,6 +145,7 @@ def heap_env() -> dict[str, z3.ExprRef]:
     mem_sort = _SORTS[0][2]
     return {
         "$mem": z3.Const("$mem!init", mem_sort),
+        "$pmem": z3.Const("$pmem!init", _SORTS[0][3]),
         "$size": z3.K(z3.IntSort(), z3.IntVal(0)),
         "$next": z3.IntVal(1),
     }
@@ -143,9 +187,9 @@ class MemoryMixin:
                     raise Unsupported(f"type {' '.join(names)!r} unsupported", where)
                 return t
             if isinstance(inner, c_ast.Struct | c_ast.Union):
-                raise Unsupported("structs/unions unsupported", where)
+                return self.struct_type(inner, where)
             if isinstance(inner, c_ast.Enum):
-                raise Unsupported("enums unsupported", where)
+                return self.enum_type(inner, where)
         if isinstance(tnode, c_ast.Typename):
             return self.resolve_type(tnode.type, where)
         if isinstance(tnode, c_ast.PtrDecl):
@@ -173,6 +217,8 @@ class MemoryMixin:
             return None
         if isinstance(decl.type, c_ast.ArrayDecl):
             return self._declare_array(state, decl, is_global=True)
+        if isinstance(t, StructType):
+            return self._declare_struct(state, decl, t, is_global=True)
         var = Var(self.new_uid(decl.name), decl.name, t, is_global=True)
         self.globals[decl.name] = var
         if decl.init is not None:
@@ -223,6 +269,8 @@ class MemoryMixin:
         if isinstance(decl.type, c_ast.ArrayDecl):
             return self._declare_array(state, decl, is_global=False)
         t = self.resolve_type(decl.type, decl)
+        if isinstance(t, StructType):
+            return self._declare_struct(state, decl, t, is_global=False)
         s: State | None = state
         if decl.init is not None:
             if isinstance(decl.init, c_ast.InitList):
@@ -270,9 +318,11 @@ class MemoryMixin:
             count = z3.IntVal(len(init.exprs))
         else:
             raise Unsupported("array without a size unsupported", decl)
-        width = max(1, elem.width // 8)
+        width = self.sizeof(elem, decl)
         s, p = self.allocate(s, count * width, zero=is_global or init is not None)
         if init is not None:
+            if isinstance(elem, StructType):
+                raise Unsupported("initializer list of a struct array unsupported", decl)
             if len(init.exprs) > (_const(count) or 0):
                 raise Unsupported("initializer list longer than a constant array", decl)
             mem = s.env["$mem"]
@@ -290,6 +340,161 @@ class MemoryMixin:
         else:
             self.frames[-1][-1][decl.name] = var
         return self._set(s, var.uid, p)
+
+    def _declare_struct(self, state: State, decl: c_ast.Decl, t: StructType, *, is_global: bool) -> State | None:
+        """`struct T s;`: a new object (as an array of one struct); `s` names its start.
+
+        `s` is no value of its own (`struct_uids`): only `s.f` and `&s` read it, and a
+        struct copied, passed or returned by value stays `Unsupported`.
+        """
+        if decl.init is not None:
+            raise Unsupported("struct initializers unsupported", decl)
+        s, p = self.allocate(state, z3.IntVal(self.sizeof(t, decl)), zero=is_global)
+        var = Var(self.new_uid(decl.name), decl.name, self.ptr_type(t), is_global=is_global)
+        self.array_uids.add(var.uid)  # dies with its scope, never assigned
+        self.struct_uids.add(var.uid)
+        if is_global:
+            self.globals[decl.name] = var
+        else:
+            self.frames[-1][-1][decl.name] = var
+        return self._set(s, var.uid, p)
+
+    # ------------------------------------------------------------------ structs
+    def collect_structs(self, ast: c_ast.Node) -> None:
+        """Every struct definition of the program, by tag (before any use: a pointer to
+        `struct node` may be declared before or apart from the definition)."""
+
+        enums = self.enum_consts
+
+        class _Visitor(c_ast.NodeVisitor):
+            def __init__(self, out: dict[str, c_ast.Struct]) -> None:
+                self.out = out
+
+            def visit_Enum(self, node: c_ast.Enum) -> None:  # noqa: N802 - pycparser's visitor API
+                if node.values is not None:
+                    v: int | None = -1
+                    for e in node.values.enumerators:
+                        v = _literal(e.value) if e.value is not None else (None if v is None else v + 1)
+                        enums[e.name] = v
+
+            def visit_Struct(self, node: c_ast.Struct) -> None:  # noqa: N802 - pycparser's visitor API
+                if node.decls is not None and node.name is not None:
+                    self.out.setdefault(node.name, node)
+                self.generic_visit(node)
+
+        _Visitor(self.struct_defs).visit(ast)
+
+    def enum_type(self, node: c_ast.Enum, where: c_ast.Node) -> CType:
+        """An enum is gcc's `unsigned int` when no constant is negative, else `int`."""
+        values = node.values.enumerators if node.values is not None else []
+        vals = [self.enum_consts.get(e.name) for e in values]
+        if not vals or any(v is None for v in vals):
+            raise Unsupported("enum with a non-literal or unknown constant unsupported", where)
+        return cint.type_named("unsigned int" if min(vals) >= 0 else "int", self.dm)
+
+    def enum_constant(self, name: str, node: c_ast.Node) -> Val | None:
+        """An enumeration constant (type `int`, C 6.4.4.3) unless a variable shadows it."""
+        if name not in self.enum_consts:
+            return None
+        try:
+            self.lookup(name, node)
+            return None
+        except Unsupported:
+            pass
+        v = self.enum_consts[name]
+        if v is None:
+            raise Unsupported(f"enumeration constant {name} with a non-literal value unsupported", node)
+        return Val(z3.IntVal(v), self.int_t)
+
+    def struct_type(self, node: c_ast.Struct | c_ast.Union, where: c_ast.Node) -> StructType:
+        if isinstance(node, c_ast.Union):
+            raise Unsupported("unions unsupported", where)
+        self.need_heap("structs unsupported", where)
+        tag = node.name
+        if tag is None:  # an anonymous struct (in a typedef): named by its node
+            tag = f"<anonymous {id(node)}>"
+            self.struct_defs.setdefault(tag, node)
+        return StructType(f"struct {tag}", 0, False, 99, tag)
+
+    def layout(self, t: StructType, where: c_ast.Node) -> Layout:
+        """Fields in declaration order, each aligned to its size (natural alignment: never
+        smaller than gcc's on i386 or x86-64, so a bound check never lets an access pass
+        that gcc's layout puts outside the object)."""
+        if t.tag in self.layouts:
+            return self.layouts[t.tag]
+        node = self.struct_defs.get(t.tag)
+        if node is None:
+            raise Unsupported(f"incomplete type struct {t.tag}", where)
+        fields: dict[str, tuple[int, CType, int]] = {}
+        off, align = 0, 1
+        for i, d in enumerate(node.decls):
+            if d.bitsize is not None:
+                raise Unsupported("bit-fields unsupported", d)
+            if d.name is None:
+                raise Unsupported("anonymous struct members unsupported", d)
+            if isinstance(d.type, c_ast.ArrayDecl):
+                raise Unsupported("array members of structs unsupported", d)
+            ft = self.resolve_type(d.type, d)
+            if isinstance(ft, StructType | FloatType):
+                raise Unsupported(f"struct member of type {ft.name} unsupported", d)
+            size = self.sizeof(ft, d)
+            off = -(-off // size) * size
+            fields[d.name] = (i, ft, off)
+            off += size
+            align = max(align, size)
+        lay = Layout(fields, max(1, -(-off // align) * align), align)
+        self.layouts[t.tag] = lay
+        return lay
+
+    def sizeof(self, t: CType, where: c_ast.Node) -> int:
+        if isinstance(t, StructType):
+            return self.layout(t, where).size
+        return max(1, t.width // 8)
+
+    def struct_addr(self, state: State, node: c_ast.Node) -> tuple[State | None, Val]:
+        """The address of the struct that `node` (the left of `.`) designates."""
+        s: State | None = state
+        if isinstance(node, c_ast.ID) and self.lookup(node.name, node).uid in self.struct_uids:
+            var = self.lookup(node.name, node)
+            return state, Val(state.env[var.uid], var.ctype)
+        if isinstance(node, c_ast.UnaryOp) and node.op == "*":
+            s, p = self.eval(state, node.expr)
+        elif isinstance(node, c_ast.ArrayRef):
+            s, p = self.eval(state, node.name)
+            s, i = self.eval(s, node.subscript)
+            if s is None:
+                return None, p
+            if not is_ptr(p):
+                raise Unsupported("subscript of a non-pointer unsupported", node)
+            s, p = self.ptr_arith(s, "+", p, i, node)
+        else:
+            raise Unsupported(f"struct designated by {type(node).__name__} unsupported", node)
+        return s, p
+
+    def field_loc(self, state: State, node: c_ast.StructRef) -> tuple[State | None, MemLoc]:
+        """`p->f` / `s.f`: element ``off * nfields + slot`` of p's object, after the bound check
+        of the whole struct (NULL, freed, dead or out-of-bounds: undefined, cut)."""
+        self.need_heap("structs unsupported", node)
+        dummy = MemLoc(z3.IntVal(0), z3.IntVal(0), self.int_t)
+        if node.type == "->":
+            s, p = self.eval(state, node.name)
+        else:
+            s, p = self.struct_addr(state, node.name)
+        if s is None:
+            return None, dummy
+        if not is_ptr(p) or not isinstance(p.ctype.target, StructType):
+            raise Unsupported(f"member access {node.type} on a {p.ctype.name}", node)
+        t = p.ctype.target
+        lay = self.layout(t, node)
+        name = node.field.name
+        if name not in lay.fields:
+            raise Unsupported(f"struct {t.tag} has no member {name}", node)
+        slot, ft, _ = lay.fields[name]
+        s = self.defined(s, self.in_bounds(s, p.expr, t))
+        if s is None:
+            return None, dummy
+        off = z3.simplify(off_of(p.expr) * len(lay.fields) + slot)
+        return s, MemLoc(z3.simplify(base_of(p.expr)), off, ft)
 
     # ------------------------------------------------------------------ the heap
     def need_heap(self, construct: str, node: c_ast.Node | None) -> None:
@@ -310,6 +515,7 @@ class MemoryMixin:
         env["$size"] = z3.Store(env["$size"], base, size_bytes)
         if zero:
             env["$mem"] = z3.Store(env["$mem"], base, z3.K(z3.IntSort(), z3.IntVal(0)))
+            env["$pmem"] = z3.Store(env["$pmem"], base, z3.K(z3.IntSort(), null()))
         return state.with_env(env), mk_ptr(base, z3.IntVal(0))
 
     def defined(self, state: State, ok: z3.BoolRef) -> State | None:
@@ -321,7 +527,7 @@ class MemoryMixin:
         return state.assume(ok)
 
     def in_bounds(self, state: State, p: z3.ExprRef, t: CType) -> z3.BoolRef:
-        w = max(1, t.width // 8)
+        w = self.sizeof(t, None)
         off = off_of(p)
         return z3.And(off >= 0, (off + 1) * w <= state.env["$size"][base_of(p)])
 
@@ -334,12 +540,17 @@ class MemoryMixin:
         return s, MemLoc(z3.simplify(base_of(p.expr)), z3.simplify(off_of(p.expr)), t.target)
 
     def load(self, state: State, loc: MemLoc) -> tuple[State | None, Val]:
+        if isinstance(loc.ctype, StructType):
+            raise Unsupported("struct values unsupported", None)
+        if isinstance(loc.ctype, PtrType):  # a pointer member: any garbage is some Ptr
+            return state, Val(state.env["$pmem"][loc.base][loc.off], loc.ctype)
         v = state.env["$mem"][loc.base][loc.off]
         return state.assume(cint.in_range(v, loc.ctype)), Val(v, loc.ctype)
 
     def store_mem(self, state: State, loc: MemLoc, value: z3.ArithRef) -> State:
-        mem = state.env["$mem"]
-        return self._set(state, "$mem", z3.Store(mem, loc.base, z3.Store(mem[loc.base], loc.off, value)))
+        key = "$pmem" if isinstance(loc.ctype, PtrType) else "$mem"
+        mem = state.env[key]
+        return self._set(state, key, z3.Store(mem, loc.base, z3.Store(mem[loc.base], loc.off, value)))
 
     def free(self, state: State, p: Val, node: c_ast.Node) -> State | None:
         if not is_ptr(p):
@@ -354,6 +565,8 @@ class MemoryMixin:
 
     def coerce(self, v: Val, t: CType, node: c_ast.Node) -> z3.ExprRef:
         """`v` converted to `t` as by assignment; pointers only to compatible pointers."""
+        if isinstance(t, StructType) or isinstance(v.ctype, StructType):
+            raise Unsupported("struct values (copy, pass or return by value) unsupported", node)
         if isinstance(t, FloatType):
             return self.to_float(v, t, node)
         if is_float(v):
@@ -400,6 +613,8 @@ class MemoryMixin:
     def _lvalue(self, node: c_ast.Node) -> Var:
         if isinstance(node, c_ast.ID):
             var = self.lookup(node.name, node)
+            if var.uid in self.struct_uids:
+                raise Unsupported("struct values (copy, pass or return by value) unsupported", node)
             if var.uid in self.array_uids:
                 raise Unsupported("assignment to an array unsupported", node)
             return var
@@ -426,6 +641,8 @@ class MemoryMixin:
                 return None, MemLoc(z3.IntVal(0), z3.IntVal(0), self.int_t)
             s, q = self.ptr_arith(s, "+", p, i, node)
             return self.deref(s, q, node)
+        if isinstance(node, c_ast.StructRef):
+            return self.field_loc(state, node)
         if isinstance(node, c_ast.UnaryOp) and node.op == "*":
             self.need_heap("pointers unsupported", node)
             s, p = self.eval(state, node.expr)
@@ -454,6 +671,20 @@ class MemoryMixin:
         env = dict(state.env)
         env[key] = value
         return state.with_env(env)
+
+
+def _literal(node: c_ast.Node) -> int | None:
+    """An integer literal, possibly negated (enumerator values); None for anything else."""
+    neg = isinstance(node, c_ast.UnaryOp) and node.op == "-"
+    if neg:
+        node = node.expr
+    if not (isinstance(node, c_ast.Constant) and node.type == "int"):
+        return None
+    try:
+        v = int(node.value.rstrip("uUlL"), 0)
+    except ValueError:
+        return None
+    return -v if neg else v
 
 
 def _const(e: z3.ExprRef) -> int | None:

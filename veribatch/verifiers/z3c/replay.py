@@ -27,6 +27,11 @@ from veribatch.verifiers import cfront
 from veribatch.verifiers.z3c import encode
 
 _MARK = "VERIBATCH_REACH_ERROR"
+_ALLOC_PROTOTYPES = {
+    "malloc": "extern void *malloc(unsigned long);",
+    "calloc": "extern void *calloc(unsigned long, unsigned long);",
+    "free": "extern void free(void *);",
+}
 _FLOAT_INPUTS = {"__VERIFIER_nondet_double": ("double", "long long"),
                  "__VERIFIER_nondet_float": ("float", "int")}
 
@@ -38,10 +43,15 @@ class Replay:
 
 
 class _Rewrite(c_ast.NodeVisitor):
-    """Uninitialised locals read the next input; ILP32 `long` becomes `int`."""
+    """Uninitialised scalar locals read the next input; ILP32 `long` becomes `int`.
 
-    def __init__(self, ilp32: bool):
+    Struct and union locals (also through a typedef) keep their garbage: the encoder
+    reads no input for them either (`memory._declare_struct`).
+    """
+
+    def __init__(self, ilp32: bool, aggregates: set[str]):
         self.ilp32 = ilp32
+        self.aggregates = aggregates  # typedef names of struct/union types
 
     def visit_FuncDef(self, node: c_ast.FuncDef) -> None:
         if node.body is not None:
@@ -55,6 +65,8 @@ class _Rewrite(c_ast.NodeVisitor):
                 and child.init is None
                 and isinstance(child.type, c_ast.TypeDecl)
                 and not (child.storage or [])
+                and not isinstance(child.type.type, c_ast.Struct | c_ast.Union)
+                and not set(getattr(child.type.type, "names", [])) & self.aggregates
             ):
                 names = getattr(child.type.type, "names", [])
                 # floating point inputs are bit patterns (see `floats`)
@@ -70,6 +82,18 @@ class _Rewrite(c_ast.NodeVisitor):
             while names.count("int") > 1:
                 names.remove("int")
             node.names = names
+
+
+def _aggregate_typedefs(tree: c_ast.FileAST) -> set[str]:
+    """Typedef names that stand for a struct or union (`typedef struct T {...} S;`)."""
+    out: set[str] = set()
+    for e in tree.ext:
+        if isinstance(e, c_ast.Typedef) and isinstance(e.type, c_ast.TypeDecl):
+            inner = e.type.type
+            if isinstance(inner, c_ast.Struct | c_ast.Union) or \
+                    set(getattr(inner, "names", [])) & out:
+                out.add(e.name)
+    return out
 
 
 def program_source(ast: c_ast.FileAST, values: list[int], *, data_model: str = "ILP32") -> str:
@@ -91,7 +115,7 @@ def program_source(ast: c_ast.FileAST, values: list[int], *, data_model: str = "
         if not (isinstance(e, c_ast.FuncDef) and e.decl.name in ours)
         and not (isinstance(e, c_ast.Decl) and e.name in ours | {"rand"})
     ]
-    _Rewrite(data_model == "ILP32").visit(tree)
+    _Rewrite(data_model == "ILP32", _aggregate_typedefs(tree)).visit(tree)
     Calls().visit(tree)  # the rewrite may call the float input readers
     long_as = "int" if data_model == "ILP32" else "long"
     vals = ", ".join(f"{v % (1 << 64)}ULL" for v in values) or "0ULL"
@@ -108,6 +132,11 @@ def program_source(ast: c_ast.FileAST, values: list[int], *, data_model: str = "
         "void __assert_fail(const char *a, const char *b, unsigned int c, const char *d)"
         " { __vb_err(); }",
     ]
+    declared = {e.name for e in tree.ext if isinstance(e, c_ast.Decl)}
+    for name, proto in _ALLOC_PROTOTYPES.items():
+        # without a prototype gcc takes an `int` result and truncates the pointer
+        if name in called and name not in defined | declared:
+            lines.append(proto)
     for name, (ctype, ints) in _FLOAT_INPUTS.items():
         if name in called and name not in defined:  # its bits, as `floats.float_nondet` reads ND(i)
             lines.append(f"{ctype} {name}(void) {{ unsigned {ints} b = (unsigned {ints})__vb_nd();"
