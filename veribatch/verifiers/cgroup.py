@@ -195,10 +195,15 @@ V1_NAME = "veribatch-judge-"
 
 def _v1_memory_dir() -> Path | None:
     """This process's directory in a mounted cgroup-v1 memory hierarchy (None: none)."""
+    return _v1_dir("memory", "memory.limit_in_bytes")
+
+
+def _v1_dir(controller: str, marker: str) -> Path | None:
+    """This process's directory in the mounted cgroup-v1 hierarchy of `controller`."""
     try:
         mounts = Path("/proc/self/mountinfo").read_text().splitlines()
         own = next((ln.split(":", 2)[2] for ln in Path("/proc/self/cgroup").read_text().splitlines()
-                    if "memory" in ln.split(":", 2)[1].split(",")), None)
+                    if controller in ln.split(":", 2)[1].split(",")), None)
     except (OSError, IndexError):
         return None
     if own is None:
@@ -206,28 +211,40 @@ def _v1_memory_dir() -> Path | None:
     for line in mounts:
         left, sep, right = line.partition(" - ")
         fields = right.split()
-        if sep and len(fields) >= 3 and fields[0] == "cgroup" and "memory" in fields[2].split(","):
+        if sep and len(fields) >= 3 and fields[0] == "cgroup" and controller in fields[2].split(","):
             root, point = left.split()[3], Path(left.split()[4])
             rel = own.strip()
             if root != "/" and rel.startswith(root):
                 rel = rel[len(root):]
             d = point / rel.lstrip("/")
-            return d if (d / "memory.limit_in_bytes").exists() else None
+            if (d / marker).exists() or (rel.strip("/") == "" and (d / "cgroup.procs").exists()):
+                return d
+            return None
     return None
 
 
-_V1_BASE: dict[int, Path | None] = {}
+_V1_BASE: dict[tuple[int, str], Path | None] = {}
 
 
 def memory_v1_base() -> Path | None:
     """A cgroup-v1 memory directory of this process for its queries, or None where there is
     none or it is not ours to create (stale ones of dead processes are removed on the way)."""
+    return _v1_base("memory", "memory.limit_in_bytes")
+
+
+def pids_v1_base() -> Path | None:
+    """The same in the cgroup-v1 pids hierarchy: a box's process count seen by the kernel
+    (``pids.peak``, ``pids.events``), which polling cannot see when memory runs out first."""
+    return _v1_base("pids", "pids.max")
+
+
+def _v1_base(controller: str, marker: str) -> Path | None:
     pid = os.getpid()
-    if pid in _V1_BASE:
-        return _V1_BASE[pid]
+    if (pid, controller) in _V1_BASE:
+        return _V1_BASE[pid, controller]
     base: Path | None = None
     if os.environ.get(ENV, "").lower() not in ("off", "0", "no", "false"):
-        own = _v1_memory_dir()
+        own = _v1_dir(controller, marker)
         if own is not None:
             base = own / f"{V1_NAME}{pid}"
             try:
@@ -241,7 +258,7 @@ def memory_v1_base() -> Path | None:
                         if stale.name.startswith(V1_NAME) and owner.isdigit() \
                                 and not psutil.pid_exists(int(owner)):
                             remove_v1(stale)
-    _V1_BASE[pid] = base
+    _V1_BASE[pid, controller] = base
     if base is not None:
         atexit.register(_remove_own_v1, pid, base)
     return base
@@ -266,6 +283,30 @@ def memory_v1_query(base: Path, name: str, memory_mb: int) -> Path | None:
         remove_v1(cg)
         return None
     return cg
+
+
+def pids_v1_query(base: Path, name: str, max_processes: int) -> Path | None:
+    """A child of `base` allowing at most `max_processes` tasks; None on failure."""
+    cg = base / name
+    try:
+        cg.mkdir()
+        (cg / "pids.max").write_text(str(max_processes))
+    except OSError:
+        remove_v1(cg)
+        return None
+    return cg
+
+
+def pids_v1_outcome(cg: Path) -> tuple[int, int]:
+    """(most tasks alive at once, forks the kernel refused at ``pids.max``)."""
+    peak = refused = 0
+    with contextlib.suppress(OSError, ValueError):
+        peak = int((cg / "pids.peak").read_text())
+    with contextlib.suppress(OSError, ValueError):
+        for line in (cg / "pids.events").read_text().splitlines():
+            if line.startswith("max "):
+                refused = int(line.split()[1])
+    return peak, refused
 
 
 def memory_v1_outcome(cg: Path) -> tuple[float, bool]:

@@ -375,12 +375,13 @@ def _refusal(tried: list[str]) -> str:
 
 _WRAPPER = (
     'f=$1 c=$2; shift 2; '
-    'if [ "$c" != - ]; then echo $$ > "$c" || { '
-    'echo "veribatch-box: cannot enter the memory cgroup $c" >&2; exit 125; }; fi; '
+    'if [ "$c" != - ]; then for p in $(printf %s "$c" | tr : " "); do echo $$ > "$p" || { '
+    'echo "veribatch-box: cannot enter the cgroup $p" >&2; exit 125; }; done; fi; '
     'if [ "$f" != - ]; then exec "$@" 9<"$f"; fi; exec "$@"'
 )
-"""Runs before the sandbox: joins the run's memory cgroup (as the caller, before any
-privilege drop) and opens the seccomp filter on fd 9 for ``bwrap --seccomp 9``."""
+"""Runs before the sandbox: joins the run's memory and pids cgroups (``cgroup.procs`` files
+joined by ``:``; as the caller, before any privilege drop) and opens the seccomp filter on
+fd 9 for ``bwrap --seccomp 9``."""
 
 
 def run_sandboxed(
@@ -410,6 +411,7 @@ def run_sandboxed(
     stage = scratch.mkdtemp("veribatch-box-")
     private = scratch.mkdtemp("veribatch-in-")  # stdin copy and filter: never inside the box
     cg: Path | None = None
+    pids_cg: Path | None = None
     try:
         for name, src in files.items():
             dst = stage / name
@@ -440,8 +442,12 @@ def run_sandboxed(
         base = cgroup.memory_v1_base()
         if base is not None:
             cg = cgroup.memory_v1_query(base, stage.name, limits.memory_mb)
-        if filt != "-" or cg is not None:
-            procs = str(cg / "cgroup.procs") if cg is not None else "-"
+        pids_base = cgroup.pids_v1_base()
+        if pids_base is not None:  # the kernel's own count: a fork bomb that runs out of memory first
+            pids_cg = cgroup.pids_v1_query(pids_base, stage.name, max_processes + 4)
+        joined = [str(g / "cgroup.procs") for g in (cg, pids_cg) if g is not None]
+        if filt != "-" or joined:
+            procs = ":".join(joined) or "-"
             cmd = ["/bin/sh", "-c", _WRAPPER, "veribatch-box", filt, procs, *cmd]
         home = BOX if box.fs_isolated else str(stage)
         env = {"PATH": SAFE_PATH, "HOME": home, "TMPDIR": "/tmp" if box.fs_isolated else str(stage),
@@ -477,10 +483,17 @@ def run_sandboxed(
         ).start().wait()  # type: ignore[assignment]
         if cg is not None:
             ex = _charged(ex, cg, limits.memory_mb)
+        if pids_cg is not None:
+            peak, refused = cgroup.pids_v1_outcome(pids_cg)
+            # forks refused at the cap: the box was full, whichever limit finally stopped it
+            ex = dataclasses.replace(ex, peak_processes=max(
+                ex.peak_processes, peak, max_processes if refused else 0))
         return ex
     finally:
         if cg is not None:
             cgroup.remove_v1(cg)
+        if pids_cg is not None:
+            cgroup.remove_v1(pids_cg)
         shutil.rmtree(stage, ignore_errors=True)
         shutil.rmtree(private, ignore_errors=True)
 
