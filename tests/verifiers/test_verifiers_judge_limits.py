@@ -53,7 +53,10 @@ def test_a_fork_bomb_is_too_many_processes(write, cache: Path) -> None:
                           "    except OSError:\n        time.sleep(0.001)\n")
     cpp = write("bomb.cpp", "#include <unistd.h>\nint main(){ for(;;) fork(); }\n")
     for prog in (py, cpp):
-        r = run_program(Program.of(prog), "", time_s=2, memory_mb=256, cache_dir=cache)
+        # 1 GB: under a memory cgroup every forked interpreter's dirtied pages are charged
+        # (~5 MB each), so at 256 MB memory could run out before 64 processes exist — then
+        # the verdict is MLE, rightly; the cap must bind first at a judge's usual limits
+        r = run_program(Program.of(prog), "", time_s=2, memory_mb=1024, cache_dir=cache)
         assert r.verdict is Verdict.RE and r.reason.startswith("too many processes"), r
         assert f"cap {MAX_PROCESSES}" in r.reason
 
