@@ -11,6 +11,17 @@ from veribatch.verifiers.base import FinishedRun, Query, Tool, ToolVerdict
 from veribatch.verifiers.result import Limits, Status
 
 
+@pytest.fixture
+def write(tmp_path: Path):
+    """`write(name, text)` → a file of that text in the test's temp dir (programs to judge)."""
+    def _write(name: str, text: str) -> Path:
+        p = tmp_path / name
+        p.write_text(text)
+        return p
+
+    return _write
+
+
 class ShellTool(Tool):
     name = "shell"
     container_executable = "/bin/sh"

@@ -37,16 +37,6 @@ from veribatch.verifiers.result import Limits, Status
 SUM_CPP = "#include <iostream>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a+b<<\"\\n\";}\n"
 
 
-@pytest.fixture
-def write(tmp_path: Path):
-    def _write(name: str, text: str) -> Path:
-        p = tmp_path / name
-        p.write_text(text)
-        return p
-
-    return _write
-
-
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One compile cache for the module: each distinct source is compiled once."""

@@ -25,16 +25,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def write(tmp_path: Path):
-    def _write(name: str, text: str) -> Path:
-        p = tmp_path / name
-        p.write_text(text)
-        return p
-
-    return _write
-
-
-@pytest.fixture
 def tmpdir_for_nobody() -> Iterator[Path]:
     """A $TMPDIR the sandbox user can traverse (pytest's tmp_path sits below a 0700 folder)."""
     d = Path(tempfile.mkdtemp(prefix="vb-test-tmpdir-"))

@@ -326,16 +326,26 @@ def model_bytes(model: str) -> tuple[float | None, str]:
     return None, "size unknown"
 
 
-def model_load_seconds(model: str | None) -> tuple[float, str]:
-    """Seconds to budget for starting an engine on `model`, and why."""
+def load_basis(model: str | None) -> tuple[float | None, float, str]:
+    """What an engine start on `model` costs: (weight bytes, or None where a fixed time
+    applies instead; that fixed time; why).  One reading for the SLURM time limit
+    (`model_load_seconds`) and the generate stage's sizing (`launch.sizing`)."""
     if not model:
-        return 0.0, "no model"
+        return None, 0.0, "no model"
     engine = model.partition(":")[0]
     if engine in _NO_LOAD_ENGINES:
-        return 0.0, f"{engine}: nothing to load"
+        return None, 0.0, f"{engine}: nothing to load"
     size, how = model_bytes(model)
     if size is None:
-        return UNKNOWN_MODEL_LOAD_S, f"model {how}: {UNKNOWN_MODEL_LOAD_S / 60:g} min assumed"
+        return None, UNKNOWN_MODEL_LOAD_S, f"model {how}: {UNKNOWN_MODEL_LOAD_S / 60:g} min assumed"
+    return size, 0.0, how
+
+
+def model_load_seconds(model: str | None) -> tuple[float, str]:
+    """Seconds to budget for starting an engine on `model`, and why."""
+    size, fixed, how = load_basis(model)
+    if size is None:
+        return fixed, how
     load = ENGINE_STARTUP_S + size / LOAD_BYTES_PER_S
     return load, (f"model load ~{load / 60:.0f} min ({how}, at {LOAD_BYTES_PER_S / 1e6:g} MB/s, "
                   f"+ {ENGINE_STARTUP_S / 60:g} min engine start-up)")

@@ -24,13 +24,11 @@ from typing import Any
 
 from .plan import shard_bounds
 from .profiles import (
-    _NO_LOAD_ENGINES,
     ENGINE_STARTUP_S,
     LOAD_BYTES_PER_S,
-    UNKNOWN_MODEL_LOAD_S,
     GenerationSpec,
     Profile,
-    model_bytes,
+    load_basis,
 )
 
 
@@ -45,14 +43,9 @@ class Sizing:
 def expected_load_s(model: str | None, gen: GenerationSpec) -> tuple[float, str]:
     """Expected seconds to start an engine on `model` (not the conservative time-limit
     figure: the profile's `load_gb_per_s` when it gives one)."""
-    if not model:
-        return 0.0, "no model"
-    engine = model.partition(":")[0]
-    if engine in _NO_LOAD_ENGINES:
-        return 0.0, f"{engine}: nothing to load"
-    size, how = model_bytes(model)
+    size, fixed, how = load_basis(model)
     if size is None:
-        return UNKNOWN_MODEL_LOAD_S, f"model {how}: {UNKNOWN_MODEL_LOAD_S / 60:g} min assumed"
+        return fixed, how
     rate = gen.load_gb_per_s * 1e9 if gen.load_gb_per_s else LOAD_BYTES_PER_S
     src = "profile generation.load_gb_per_s" if gen.load_gb_per_s else "built-in"
     load = ENGINE_STARTUP_S + size / rate
