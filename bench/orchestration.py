@@ -103,7 +103,8 @@ def main() -> int:
     (rd,) = [p for p in runs.iterdir() if (p / "manifest.json").exists()]
     subs = json.loads((rd / "jobs.json").read_text())["submissions"]
     ids = sorted({s["array_id"] for s in subs})
-    elements = sum(len(s["jobs"]) for s in subs)
+    # An element may run several shards (docs/configuration.md, "How many start-ups").
+    elements = len({j for s in subs for j in s["jobs"].values()})
     _, status_queued_s = launch("status", str(rd), "--json")
     end = time.monotonic() + a.timeout_s
     while active(ids) and time.monotonic() < end:
@@ -116,15 +117,16 @@ def main() -> int:
     _, status_done_s = launch("status", str(rd), "--json")
     _, aggregate_local_s = launch("aggregate", str(rd))
     rows = sacct(ids)
-    stage_of = {j: (s["stage"], int(k)) for s in subs for k, j in s["jobs"].items()}
-    shard_wall = 0.0
     held = sum(x["elapsed"] for x in rows)
-    for x in rows:
-        if x["job"] in stage_of and x["stage"] != "aggregate":
-            stage, shard = stage_of[x["job"]]
-            stats = rd / "shards" / stage / str(shard) / "stats.json"
-            if stats.exists():
-                shard_wall += float(json.loads(stats.read_text()).get("wall_s") or 0)
+    # Every shard loop of the run's jobs, whichever element ran it (stats.json names it).
+    jobs = {x["job"] for x in rows}
+    shard_wall, ran_by = 0.0, {}
+    for stats in rd.glob("shards/*/*/stats.json"):
+        st = json.loads(stats.read_text())
+        if st.get("slurm_job") in jobs:
+            shard_wall += float(st.get("wall_s") or 0)
+            ran_by.setdefault(st["slurm_job"], 0)
+            ran_by[st["slurm_job"]] += 1
     last_end = max((x["end"] for x in rows if x["end"]), default=time.time())
     run_wall = last_end - t_submit0
     orchestration = (held - shard_wall) + submit_s
@@ -135,6 +137,7 @@ def main() -> int:
         "aggregate_local_s": round(aggregate_local_s, 2),
         "run_wall_s": round(run_wall, 1), "node_time_held_s": round(held, 1),
         "shard_loop_s": round(shard_wall, 1),
+        "elements_that_ran_shards": len(ran_by),
         "orchestration_share": round(orchestration / (held + submit_s), 4) if held else None,
         "states": {s: sum(1 for x in rows if x["state"] == s) for s in {x["state"] for x in rows}},
         "capped_at_s": a.timeout_s if capped else None,
@@ -161,7 +164,8 @@ def main() -> int:
         if stage == "aggregate" and xs:
             fig["aggregate_job_s"] = xs[0]["elapsed"]
     print(f"{a.task} {a.dataset or ''}: {elements} array elements in {len(ids)} arrays "
-          f"({fig['stages']} stages × {a.shards} shards), run {rd}")
+          f"({fig['stages']} stages × {a.shards} shards; {len(ran_by)} elements ran shards, "
+          f"the rest found theirs taken), run {rd}")
     print(f"submission {fig['submit_s']} s | status --json while queued {fig['status_queued_s']} s, "
           f"after {fig['status_done_s']} s | aggregate job {fig.get('aggregate_job_s')} s, "
           f"`launch aggregate` again {fig['aggregate_local_s']} s")

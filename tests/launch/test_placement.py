@@ -297,3 +297,104 @@ def test_a_smaller_generate_stage_than_verify_completes_on_slurm(slurm_cluster, 
         assert sorted(set(df["instance_id"])) == ids, stage
     state = run_state(RunDir(rd))
     assert [s.state for col in state.shards.values() for s in col] == ["done"] * 12
+
+
+def test_a_cpu_stage_gets_at_most_array_parallelism_elements(tmp_path):
+    """64 shards on a profile that runs 16 elements at once: 16 elements of 4 contiguous
+    shards (a resume keeps the groups); the downstream stage, grouped alike, lines up with
+    it element-wise (aftercorr), so no element waits for the whole upstream array."""
+    prof = load_profile("local-test")
+    assert prof.array_parallelism == 16
+    manifest = {"shards": 64, "instance_count": 113, "config": {"model": None}}
+    cpu = {"name": "baseline", "resource": "cpu"}
+    size = size_stage(cpu, manifest["config"], 113, 64, prof)
+    assert size.elements == 16 and "array_parallelism 16" in size.why
+    units = stage_units(prof, manifest, cpu, list(range(64)))
+    assert units == element_groups(64, 16) and all(len(u) == 4 for u in units)
+    assert stage_units(prof, manifest, cpu, [1, 2, 9]) == [[1, 2], [9]]
+    # at or under the cap: one element per shard, as before
+    assert stage_units(prof, {**manifest, "shards": 16}, cpu, list(range(16))) == \
+        [[k] for k in range(16)]
+    groups = dependency_groups(units, ["baseline"], {"baseline": [(units, "20")]}, {}, 1000)
+    assert groups == [(units, "aftercorr:20")]
+    # a resume of a few shards of two groups: afterok on exactly their upstream elements
+    part = [[1, 2], [9]]
+    assert dependency_groups(part, ["baseline"], {"baseline": [(part, "21")]}, {}, 1000) == \
+        [(part, "aftercorr:21")]
+    assert dependency_groups(part, ["baseline"], {"baseline": [(units, "22")]}, {}, 1000) == \
+        [([[1, 2]], "afterok:22_0"), ([[9]], "afterok:22_2")]
+
+
+@pytest.mark.slurm
+def test_an_element_takes_the_free_shards_of_a_stuck_one_on_slurm(slurm_cluster, tmp_path):
+    """Two elements of two shards (array_parallelism 2): element 0 hangs in its first shard;
+    element 1 runs its own shards, then shard 1 of element 0 — which nobody had started —
+    so one slow shard does not hold back the rest of its group.  Taken shards are recorded
+    once (the owner finds them done)."""
+    import time
+
+    profile = tmp_path / "two-at-once.yaml"
+    profile.write_text("partitions:\n  cpu: {partition: cpu, time: 10, mem_gb: 0.5}\n"
+                       "  gpu: {partition: gpu, time: 10}\narray_parallelism: 2\n")
+    runs = tmp_path / "runs"
+    r = launch("selftest", "--shards", "4", "-o", "hang=0", "--executor", "slurm",
+               "--profile", str(profile), "--runs-dir", str(runs))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (rd,) = [p for p in runs.iterdir() if (p / "manifest.json").is_file()]
+    try:
+        subs = {s["stage"]: s for s in json.loads((rd / "jobs.json").read_text())["submissions"]}
+        work = subs["work"]
+        assert work["elements"] == [[0, 1], [2, 3]]
+        assert subs["check"]["dependency"] == f"aftercorr:{work['array_id']}"
+        done = rd / "shards" / "work" / "1" / "DONE"
+        deadline = time.monotonic() + 240
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(1)
+        assert done.exists(), "shard 1 was never taken while its element hung in shard 0"
+        stats = json.loads((rd / "shards" / "work" / "1" / "stats.json").read_text())
+        assert stats["slurm_job"] == work["jobs"]["2"] != work["jobs"]["1"], stats
+        assert not (rd / "shards" / "work" / "0" / "DONE").exists()
+        log = (rd / "slurm" / f"{work['jobs']['2']}_0_log.out")
+        deadline = time.monotonic() + 60
+        while "also ran shards [1]" not in (log.read_text() if log.exists() else "") \
+                and time.monotonic() < deadline:
+            time.sleep(1)
+        assert "also ran shards [1]" in log.read_text()
+    finally:
+        launch("cancel", str(rd))
+
+
+def test_an_element_whose_shard_was_taken_runs_the_free_ones_before_waiting(tmp_path):
+    """Element [0, 1] of a grouped array while another process runs its shard 0: it runs
+    shard 1 and the array's free shards 2 and 3 first, then waits for shard 0's lock and
+    finds it done — it never idles on a lock while there is work."""
+    import fcntl
+    import os
+    import threading
+    import time
+
+    from veribatch.launch.rundir import RunDir
+    from veribatch.launch.shard_loop import run_shard
+
+    rd, _ = create_or_reuse(plan_run("selftest", shards=4), tmp_path / "run")
+    run = RunDir(rd.root)
+    run_shard(str(rd.root), "work", 0)  # what "another element" will have done when it ends
+    fd = os.open(run.lock("work", 0), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # ...and it is still running shard 0
+    seen: dict[str, bool] = {}
+
+    def other_element() -> None:
+        deadline = time.monotonic() + 20
+        free = [run.done("work", k) for k in (1, 2, 3)]
+        while not all(p.exists() for p in free) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        seen["free_first"] = all(p.exists() for p in free)
+        os.close(fd)  # the other element ends: the lock is released
+
+    t = threading.Thread(target=other_element)
+    t.start()
+    out = ShardJob(steal=[0, 1, 2, 3])(str(rd.root), "work", [0, 1])
+    t.join()
+    assert seen["free_first"], "the element waited on shard 0's lock before running free shards"
+    assert out["taken"] == [3, 2]
+    assert {s["shard"]: s["skipped"] for s in out["shards"]} == {1: False, 0: True}

@@ -119,6 +119,8 @@ def estimate(manifest: dict[str, Any], profile: Profile, counts: list[int],
             spi = float(st.get("seconds_per_instance", 60.0))
             times = [n * spi for n in per]
             loads, why = 0, f"{spi:g} s per instance (the stage's estimate)"
+            if len(units) < len(counts):
+                why += f"; {size.why}"
         out.append(StageCost(name, st["resource"], params, len(units), max(per),
                              limit.detail, gpus, loads, size.load_s, max(times), sum(times),
                              math.ceil(len(units) / int(params["array_parallelism"])), why))

@@ -229,6 +229,31 @@ def run_shard(run_dir: str | Path, stage: str, shard: int, *,
             raise
 
 
+def run_shard_if_free(run_dir: str | Path, stage: str, shard: int) -> ShardOutcome | None:
+    """Run the shard only if no process runs it, it is not done and its upstream is: what an
+    array element that finished its own shards takes from the others' (`executors.slurm`
+    elements of a CPU stage), so a few long shards do not keep one element running while
+    the rest of the array is idle.  Never waits; None when the shard was not free.
+
+    Taking a shard is safe for the same reason a duplicate job is: the shard's lock, its
+    ledger and its DONE marker — the element that owns it finds it done, or waits for the
+    lock and resumes from the ledger if the taker died."""
+    rd = RunDir(run_dir)
+    # Cheapest first: an element scans the whole array.  A DONE marker, even one a changed
+    # upstream made stale, is the owner's to judge.
+    if is_locked(rd.lock(stage, shard)) or rd.done(stage, shard).exists():
+        return None
+    manifest = load_manifest(rd)
+    spans = read_spans(rd)
+    expected, _ = expected_input_hash(rd, manifest, spans, stage, shard)
+    if expected is None:  # its upstream is not done: not ours to wait for
+        return None
+    try:
+        return run_shard(run_dir, stage, shard, wait=False)
+    except ShardBusyError:
+        return None
+
+
 def _record_requeue(rd: RunDir, stage: str, shard: int, e: ShardRequeued) -> None:
     """Note the requeue on the attempt it ended (additive keys): status and the next attempt
     see a shard that was put back in the queue, not one that failed (so an error.json from

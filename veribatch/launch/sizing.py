@@ -1,4 +1,5 @@
-"""How many SLURM array elements — engine loads — the generate stage gets.
+"""How many SLURM array elements each stage gets: engine loads for the generate stage,
+start-ups for the CPU stages.
 
 Every stage keeps the run's `--shards` shards (the run directory, ledgers, DONE files and
 shard-to-shard upstream reads are unchanged); on SLURM a GPU stage of a model run runs its
@@ -11,6 +12,13 @@ generation work (requests x token budget / the engine's throughput, from the pro
 time.  So G = floor(work x share / ((1 - share) x load)), between 1 and S.  One load per
 element is the least a batch array can pay, and more elements than that buy wall time with
 GPU-hours of loading.  `--gpu-shards N` or the profile's `generation.elements` fix G.
+
+A CPU stage gets one element per shard up to the profile's `array_parallelism` P, and P
+elements beyond that: SLURM never runs more than P elements of the array at once, so the
+extra elements would buy no parallelism, only a start-up each (interpreter, imports,
+submitit's pickles, the step launch: 1-2 s, as much as a shard of fast verifier calls).
+An element runs its group, then takes the shards of other groups nobody has started
+(`executors.slurm.ShardJob`), which keeps the balance of one element per shard.
 
 Sizing reads only the manifest, the profile and the choice, so a resumed run (same
 profile, `--gpu-shards` remembered in jobs.json) groups its shards the same way.
@@ -77,6 +85,12 @@ def size_stage(stage: dict[str, Any], config: dict[str, Any], instances: int, sh
                profile: Profile, override: int | None = None) -> Sizing:
     """The element count of `stage` and why (see the module docstring)."""
     if not is_sized(stage, config):
+        cap = profile.array_parallelism
+        if stage.get("resource") == "cpu" and shards > cap:
+            return Sizing(cap, 0.0, 0.0, f"{shards} shards in {cap} elements: at most "
+                          f"array_parallelism {cap} run at once, so more elements would only "
+                          "add start-ups; an element runs its shards one after another, then "
+                          "others' not yet started")
         return Sizing(shards, 0.0, 0.0, "one element per shard")
     gen = profile.generation
     load, load_why = expected_load_s(config.get("model"), gen)

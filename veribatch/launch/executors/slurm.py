@@ -114,9 +114,11 @@ def dependency_groups(shards: list[int] | list[Unit], needs: list[str],
             hits = sorted({where[(need, k)] for k in unit if (need, k) in where})
             if not hits:
                 continue
-            single = len(unit) == 1 and len(ups[need][hits[0][0]][0][hits[0][1]]) == 1
-            # one-shard elements on both sides may line up array-wise (aftercorr)
-            sig.append((need, hits[0][0]) if single else (need, tuple(hits)))
+            a, e = hits[0]
+            # an element with the same shards as its upstream element (one shard each, or
+            # the same group of a grouped stage) may line up array-wise (aftercorr)
+            same = len(hits) == 1 and ups[need][a][0][e] == unit
+            sig.append((need, a) if same else (need, tuple(hits)))
         return tuple(sig)
 
     def deps(part: list[Unit]) -> str | None:
@@ -230,9 +232,18 @@ def stage_units(profile: Profile, manifest: dict[str, Any], stage: dict[str, Any
 
 
 class ShardJob:
-    """The callable submitit pickles: runs one shard — or, for a sized GPU stage
-    (`launch.sizing`), a list of shards one after the other with the model loaded once
-    (`inference.shared_engines`); checkpointable for USR2 requeue."""
+    """The callable submitit pickles: runs one shard — or, for a grouped stage
+    (`launch.sizing`), a list of shards one after the other (a GPU stage with the model
+    loaded once, `inference.shared_engines`); checkpointable for USR2 requeue.
+
+    `steal`: the shards of the whole array (a grouped CPU stage).  An element that has
+    finished its own shards then runs those of the others that nobody has started and
+    whose upstream is done (`shard_loop.run_shard_if_free`), from the end of the array
+    (the elements that start last) while owners work from the front of their groups — the
+    balance SLURM gives an array of one shard per element, without a start-up per shard."""
+
+    def __init__(self, steal: list[int] | None = None) -> None:
+        self.steal = list(steal or [])
 
     def __call__(self, run_dir: str, stage: str, shard: int | list[int]) -> dict[str, Any]:
         if isinstance(shard, list):
@@ -242,41 +253,86 @@ class ShardJob:
 
     def _several(self, run_dir: str, stage: str, shards: list[int]) -> dict[str, Any]:
         """Every shard is attempted (each records its own failure in its error.json); the
-        element fails afterwards if any did, so its dependants are not released."""
+        element fails afterwards if any did, so its dependants are not released.
+
+        An own shard that another element is running (it took it, `steal`) is left for
+        last: first the free shards, own and others', then the wait for that one — so an
+        element whose group was taken works instead of waiting on a lock."""
         from veribatch.inference import shared_engines
 
+        from ..locks import is_locked
+        from ..rundir import RunDir
+
+        rd = RunDir(run_dir)
         done, failed = [], []
+
+        def own(k: int) -> None:
+            try:
+                o = self._one(run_dir, stage, k)
+            except Exception as e:  # noqa: BLE001  (already recorded by run_shard)
+                failed.append((k, e))
+            else:
+                done.append({"shard": o.shard, "records": o.records, "skipped": o.skipped})
+
         with shared_engines() as engines:
+            busy = []
             for k in shards:
-                try:
-                    o = self._one(run_dir, stage, k)
-                except Exception as e:  # noqa: BLE001  (already recorded by run_shard)
-                    failed.append((k, e))
+                if self.steal and is_locked(rd.lock(stage, k)):
+                    busy.append(k)
                 else:
-                    done.append({"shard": o.shard, "records": o.records, "skipped": o.skipped})
+                    own(k)
+            taken = self._take_free(run_dir, stage, shards)
+            for k in busy:
+                own(k)
             loads = len(engines)
         # In the element's SLURM log: what the sizing was meant to buy, as it happened.
-        print(f"{stage}: shards {shards} ran with {loads} engine load(s)", flush=True)
+        print(f"{stage}: shards {shards} ran with {loads} engine load(s)"
+              + (f"; also ran shards {taken} of other elements" if taken else ""), flush=True)
         if failed:
             raise RuntimeError(f"{stage}: shard(s) {', '.join(str(k) for k, _ in failed)} of "
                                f"this element failed (first: {failed[0][1]})") from failed[0][1]
-        return {"stage": stage, "shards": done, "engine_loads": loads}
+        return {"stage": stage, "shards": done, "engine_loads": loads, "taken": taken}
+
+    def _take_free(self, run_dir: str, stage: str, own: list[int]) -> list[int]:
+        """Run the array's free shards (see the class docstring); a failure there is the
+        owner's to redo (error.json records it), not this element's."""
+        from ..shard_loop import ShardRequeued, run_shard_if_free
+
+        taken: list[int] = []
+        for k in reversed(self.steal):
+            if k in own:
+                continue
+            try:
+                if self._guarded(run_shard_if_free, run_dir, stage, k) is not None:
+                    taken.append(k)
+            except ShardRequeued:
+                raise
+            except Exception:  # noqa: BLE001,S112  (recorded in the shard's error.json)
+                continue
+        return taken
+
+    @classmethod
+    def _one(cls, run_dir: str, stage: str, shard: int) -> Any:
+        from ..shard_loop import run_shard
+
+        # wait=True: a second job of the same shard (submitted twice) waits for the first and
+        # then finds the shard done, instead of failing and cancelling its dependants.
+        return cls._guarded(run_shard, run_dir, stage, shard, wait=True)
 
     @staticmethod
-    def _one(run_dir: str, stage: str, shard: int) -> Any:
+    def _guarded(run: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """`run` with USR2 (before the time limit) as a requeue of this job."""
         import signal
 
-        from ..shard_loop import ShardRequeued, requeue_on_signal, run_shard
+        from ..shard_loop import ShardRequeued, requeue_on_signal
 
         usr = _preempt_signal()
         submitit_handler = signal.getsignal(usr)
-        # wait=True: a second job of the same shard (submitted twice) waits for the first and
-        # then finds the shard done, instead of failing and cancelling its dependants.
         if not callable(submitit_handler):  # not started by submitit: no requeue to ask for
-            return run_shard(run_dir, stage, shard, wait=True)
+            return run(*args, **kw)
         try:
             with requeue_on_signal(usr, _submitit_requeue(submitit_handler)):
-                return run_shard(run_dir, stage, shard, wait=True)
+                return run(*args, **kw)
         except ShardRequeued:
             # What submitit's handler does after requeueing; BaseException, so no result
             # pickle is written and the job is not "finished" for submitit either.
@@ -286,7 +342,7 @@ class ShardJob:
         import submitit
 
         # Nothing to save: every finished instance is already fsynced in the ledger.
-        return submitit.helpers.DelayedSubmission(ShardJob(), run_dir, stage, shard)
+        return submitit.helpers.DelayedSubmission(ShardJob(self.steal), run_dir, stage, shard)
 
 
 def _preempt_signal() -> int:
@@ -371,6 +427,7 @@ class SlurmExecutor(Executor):
         elements), and those free to start at once (no dependency) — so resuming a few
         shards never makes the downstream wait for a whole upstream array."""
         from ..instances import read_spans
+        from ..sizing import is_sized
 
         self.check_partitions(manifest)
         spans = read_spans(rd)
@@ -395,8 +452,12 @@ class SlurmExecutor(Executor):
                 job_name = f"vb-{rd.root.name}-{st['name']}"
                 ex = self._executor(rd, job_name, spec, minutes, st, dep,
                                     self.profile.array_parallelism)
+                # A grouped CPU stage's elements take each other's free shards at the end.
+                steal = [k for u in part for k in u] if several and not is_sized(
+                    st, manifest["config"]) else None
                 try:
-                    jobs = ex.map_array(ShardJob(), [root] * len(part), [st["name"]] * len(part),
+                    jobs = ex.map_array(ShardJob(steal), [root] * len(part),
+                                        [st["name"]] * len(part),
                                         part if several else [u[0] for u in part])
                 except Exception as e:  # noqa: BLE001  (submitit wraps sbatch errors variously)
                     done = ", ".join(f"{x['stage']}:{x['array_id']}" for x in entries) or "none"
