@@ -398,3 +398,13 @@ def test_an_element_whose_shard_was_taken_runs_the_free_ones_before_waiting(tmp_
     assert seen["free_first"], "the element waited on shard 0's lock before running free shards"
     assert out["taken"] == [3, 2]
     assert {s["shard"]: s["skipped"] for s in out["shards"]} == {1: False, 0: True}
+
+
+def test_an_element_takes_no_shard_past_half_its_time_limit(tmp_path):
+    """Taken shards lengthen an element beyond what its time limit was sized for: past
+    `steal_until_s` (half the limit at submission) it takes none."""
+    rd, _ = create_or_reuse(plan_run("selftest", shards=4), tmp_path / "run")
+    late = ShardJob(steal=[0, 1, 2, 3], steal_until_s=0.0)(str(rd.root), "work", [0, 1])
+    assert late["taken"] == [] and not (rd.root / "shards/work/2/DONE").exists()
+    early = ShardJob(steal=[0, 1, 2, 3], steal_until_s=3600.0)(str(rd.root), "work", [0, 1])
+    assert early["taken"] == [3, 2]

@@ -242,8 +242,11 @@ class ShardJob:
     (the elements that start last) while owners work from the front of their groups — the
     balance SLURM gives an array of one shard per element, without a start-up per shard."""
 
-    def __init__(self, steal: list[int] | None = None) -> None:
+    def __init__(self, steal: list[int] | None = None, steal_until_s: float | None = None) -> None:
         self.steal = list(steal or [])
+        # Taken shards make an element run past what its time limit was sized for: take
+        # none after this many seconds (half the limit), so USR2 seldom finds one running.
+        self.steal_until_s = steal_until_s
 
     def __call__(self, run_dir: str, stage: str, shard: int | list[int]) -> dict[str, Any]:
         if isinstance(shard, list):
@@ -302,6 +305,8 @@ class ShardJob:
         for k in reversed(self.steal):
             if k in own:
                 continue
+            if self.steal_until_s is not None and _element_age_s() > self.steal_until_s:
+                break
             try:
                 if self._guarded(run_shard_if_free, run_dir, stage, k) is not None:
                     taken.append(k)
@@ -342,7 +347,15 @@ class ShardJob:
         import submitit
 
         # Nothing to save: every finished instance is already fsynced in the ledger.
-        return submitit.helpers.DelayedSubmission(ShardJob(self.steal), run_dir, stage, shard)
+        return submitit.helpers.DelayedSubmission(ShardJob(self.steal, self.steal_until_s),
+                                                  run_dir, stage, shard)
+
+
+def _element_age_s() -> float:
+    """Seconds since this process started (the element's start, give or take the import)."""
+    import psutil
+
+    return time.time() - psutil.Process().create_time()
 
 
 def _preempt_signal() -> int:
@@ -456,7 +469,7 @@ class SlurmExecutor(Executor):
                 steal = [k for u in part for k in u] if several and not is_sized(
                     st, manifest["config"]) else None
                 try:
-                    jobs = ex.map_array(ShardJob(steal), [root] * len(part),
+                    jobs = ex.map_array(ShardJob(steal, minutes * 30.0), [root] * len(part),
                                         [st["name"]] * len(part),
                                         part if several else [u[0] for u in part])
                 except Exception as e:  # noqa: BLE001  (submitit wraps sbatch errors variously)
