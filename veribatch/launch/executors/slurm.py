@@ -242,6 +242,11 @@ class ShardJob:
     (the elements that start last) while owners work from the front of their groups — the
     balance SLURM gives an array of one shard per element, without a start-up per shard."""
 
+    # Class defaults: a job pickled by an older version (queued across an upgrade) has
+    # neither attribute, and still runs.
+    steal: list[int] = []
+    steal_until_s: float | None = None
+
     def __init__(self, steal: list[int] | None = None, steal_until_s: float | None = None) -> None:
         self.steal = list(steal or [])
         # Taken shards make an element run past what its time limit was sized for: take
