@@ -364,40 +364,44 @@ def test_an_element_takes_the_free_shards_of_a_stuck_one_on_slurm(slurm_cluster,
         launch("cancel", str(rd))
 
 
-def test_an_element_whose_shard_was_taken_runs_the_free_ones_before_waiting(tmp_path):
-    """Element [0, 1] of a grouped array while another process runs its shard 0: it runs
-    shard 1 and the array's free shards 2 and 3 first, then waits for shard 0's lock and
-    finds it done — it never idles on a lock while there is work."""
+def test_an_element_whose_shard_was_taken_runs_the_free_ones_and_leaves_it(tmp_path):
+    """Element [0, 1] of a grouped array while another element runs its shard 0: it runs
+    shard 1 and the array's free shards 2 and 3, and ends leaving shard 0 to the element
+    that runs it — it never idles on a lock."""
     import fcntl
     import os
     import threading
     import time
 
     from veribatch.launch.rundir import RunDir
-    from veribatch.launch.shard_loop import run_shard
 
     rd, _ = create_or_reuse(plan_run("selftest", shards=4), tmp_path / "run")
     run = RunDir(rd.root)
-    run_shard(str(rd.root), "work", 0)  # what "another element" will have done when it ends
+    run.lock("work", 0).parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(run.lock("work", 0), os.O_RDWR | os.O_CREAT)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # ...and it is still running shard 0
+    fcntl.flock(fd, fcntl.LOCK_EX)  # "another element" runs shard 0
     seen: dict[str, bool] = {}
+    returned = threading.Event()
 
     def other_element() -> None:
         deadline = time.monotonic() + 20
-        free = [run.done("work", k) for k in (1, 2, 3)]
-        while not all(p.exists() for p in free) and time.monotonic() < deadline:
+        while not returned.is_set() and time.monotonic() < deadline:
             time.sleep(0.1)
-        seen["free_first"] = all(p.exists() for p in free)
-        os.close(fd)  # the other element ends: the lock is released
+        seen["free_first"] = all(run.done("work", k).exists() for k in (1, 2, 3))
+        seen["ended_without_waiting"] = returned.is_set()
+        os.close(fd)  # the other element ends
 
     t = threading.Thread(target=other_element)
     t.start()
-    out = ShardJob(steal=[0, 1, 2, 3])(str(rd.root), "work", [0, 1])
-    t.join()
-    assert seen["free_first"], "the element waited on shard 0's lock before running free shards"
-    assert out["taken"] == [3, 2]
-    assert {s["shard"]: s["skipped"] for s in out["shards"]} == {1: False, 0: True}
+    try:
+        out = ShardJob(steal=[0, 1, 2, 3])(str(rd.root), "work", [0, 1])
+    finally:
+        returned.set()
+        t.join()
+    assert seen == {"free_first": True, "ended_without_waiting": True}, seen
+    assert out["taken"] == [3, 2] and out["left"] == [0]
+    assert [s["shard"] for s in out["shards"]] == [1]
+    assert not run.done("work", 0).exists()
 
 
 def test_an_element_takes_no_shard_past_half_its_time_limit(tmp_path):

@@ -264,8 +264,11 @@ class ShardJob:
         element fails afterwards if any did, so its dependants are not released.
 
         An own shard that another element is running (it took it, `steal`) is left for
-        last: first the free shards, own and others', then the wait for that one — so an
-        element whose group was taken works instead of waiting on a lock."""
+        last, and left to that element if it still runs it then: an element whose group
+        was taken works, or ends and frees its slot, instead of idling on a lock.  Should
+        the taker die, the shard is failed (no DONE, no lock) and `launch resume` reruns
+        it; an `aftercorr` dependant that starts early waits for it like for any running
+        upstream (`shard_loop`)."""
         from veribatch.inference import shared_engines
 
         from ..locks import is_locked
@@ -290,16 +293,21 @@ class ShardJob:
                 else:
                     own(k)
             taken = self._take_free(run_dir, stage, shards)
+            left = [k for k in busy if is_locked(rd.lock(stage, k))]
             for k in busy:
-                own(k)
+                if k not in left:
+                    own(k)
             loads = len(engines)
         # In the element's SLURM log: what the sizing was meant to buy, as it happened.
         print(f"{stage}: shards {shards} ran with {loads} engine load(s)"
-              + (f"; also ran shards {taken} of other elements" if taken else ""), flush=True)
+              + (f"; also ran shards {taken} of other elements" if taken else "")
+              + (f"; left shards {left} to the elements running them" if left else ""),
+              flush=True)
         if failed:
             raise RuntimeError(f"{stage}: shard(s) {', '.join(str(k) for k, _ in failed)} of "
                                f"this element failed (first: {failed[0][1]})") from failed[0][1]
-        return {"stage": stage, "shards": done, "engine_loads": loads, "taken": taken}
+        return {"stage": stage, "shards": done, "engine_loads": loads, "taken": taken,
+                "left": left}
 
     def _take_free(self, run_dir: str, stage: str, own: list[int]) -> list[int]:
         """Run the array's free shards (see the class docstring); a failure there is the
