@@ -169,9 +169,10 @@ def chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def _job_minutes(spec: PartitionSpec, count: int, stage: dict[str, Any], model: str | None) -> int:
-    """See `launch.profiles.job_time` (model loading for stages that run the model)."""
-    return job_time(spec, stage, count, model).minutes
+def _job_minutes(spec: PartitionSpec, count: int, stage: dict[str, Any],
+                 config: dict[str, Any] | None, profile: Profile) -> int:
+    """See `launch.profiles.job_time` (a stage that runs the model: the sizing's estimate)."""
+    return job_time(spec, stage, count, config, profile.generation).minutes
 
 
 def sbatch_parameters(profile: Profile, spec: PartitionSpec, stage: dict[str, Any],
@@ -387,7 +388,7 @@ class SlurmExecutor(Executor):
             spec = self.profile.for_resource(st["resource"], st["name"])
             units = stage_units(self.profile, manifest, st, shards, self.gpu_shards)
             per_element = max(sum(spans[k].count for k in u) for u in units)
-            minutes = _job_minutes(spec, per_element, st, manifest["config"].get("model"))
+            minutes = _job_minutes(spec, per_element, st, manifest["config"], self.profile)
             arrays[st["name"]] = []
             groups = dependency_groups(units, st["needs"], arrays, waiting_on, limit)
             for part, dep in groups:
