@@ -31,7 +31,9 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -358,6 +360,26 @@ class RayCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def job_pool(replicas: int, env: dict[str, str] | None = None, **cluster: Any
+             ) -> Iterator[RayCluster]:
+    """A private Ray cluster over the nodes of this SLURM job, and within it every hf:/vllm:
+    engine opened as a pool of `replicas` data-parallel replicas joining it
+    (`registry.pooled_engines`).  The cluster is stopped when the scope ends.
+
+    Why here: a task's stage opens its engine knowing nothing of the allocation; the SLURM
+    element that runs the stage's shards (``launch``'s ShardJob, for a profile with
+    ``generation.replicas``) wraps them in this scope, so one allocation of several GPU
+    nodes serves one pool.  A lost head fails the shards being run (`ray_pool`)."""
+    from veribatch.inference.registry import pooled_engines
+
+    with RayCluster.from_slurm_env(env, **cluster) as rc:
+        print(f"ray cluster {rc.address} on {', '.join(rc.nodes)}; engines as {replicas} "
+              "replica(s)", file=sys.stderr, flush=True)
+        with pooled_engines(replicas, address=rc.address):
+            yield rc
 
 
 def _listens(pid: int, port: int) -> bool:

@@ -69,7 +69,7 @@ class StageCost:
 
 
 def gpus_of(params: dict[str, Any]) -> int:
-    """GPUs one element gets: `gpus_per_task`, else the count in `gres` (``gpu:a100:4``)."""
+    """GPUs per node of an element: `gpus_per_task`, else the count in `gres` (``gpu:a100:4``)."""
     if params.get("gpus_per_task"):
         return int(params["gpus_per_task"])
     m = re.fullmatch(r"gpu(?::([^:,]+))?(?::(\d+))?", str(params.get("gres") or ""))
@@ -107,7 +107,7 @@ def estimate(manifest: dict[str, Any], profile: Profile, counts: list[int],
         limit = job_time(spec, st, max(per), config, profile.generation)
         params = sbatch_parameters(profile, spec, st, limit.minutes,
                                    job_name=f"vb-RUN-{name}")
-        gpus = gpus_of(params)
+        gpus = gpus_of(params) * int(params.get("nodes", 1))
         size = size_stage(st, config, int(manifest["instance_count"]), len(counts), profile,
                           gpu_shards)
         if is_sized(st, config):
@@ -143,7 +143,7 @@ def describe(costs: list[StageCost], manifest: dict[str, Any], profile: Profile)
              "(one line per array element):"]
     for c in costs:
         p = c.params
-        res = [f"partition {p.get('partition', '(cluster default)')}", "nodes 1",
+        res = [f"partition {p.get('partition', '(cluster default)')}", f"nodes {p.get('nodes', 1)}",
                f"cpus {p['cpus_per_task']}",
                f"gpus {c.gpus}" + (f" (gres {p['gres']})" if p.get("gres") else ""),
                f"mem {p['mem']}"]

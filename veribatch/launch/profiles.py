@@ -22,9 +22,9 @@ from .lookup import find_yaml, search_dirs
 PROFILES_ENV = "VERIBATCH_PROFILES_DIR"
 TOP_KEYS = {"description", "partitions", "account", "qos", "array_parallelism", "image_dir",
             "setup", "signal_delay_s", "max_array_size", "sbatch", "generation"}
-GENERATION_KEYS = {"tokens_per_s", "load_gb_per_s", "max_load_share", "elements"}
+GENERATION_KEYS = {"tokens_per_s", "load_gb_per_s", "max_load_share", "elements", "replicas"}
 PARTITION_KEYS = {"partition", "time", "mem_gb", "cpus_per_task", "gres", "gpus_per_task",
-                  "account", "qos", "constraint", "sbatch"}
+                  "account", "qos", "constraint", "sbatch", "nodes"}
 RESOURCES = ("cpu", "gpu")
 
 
@@ -44,6 +44,7 @@ class PartitionSpec:
     qos: str | None = None
     constraint: str | None = None
     sbatch: dict[str, Any] = field(default_factory=dict)
+    nodes: int | None = None           # nodes per array element (a Ray pool over several)
 
 
 DEFAULT_TOKENS_PER_S = 1000.0
@@ -65,6 +66,7 @@ class GenerationSpec:
     load_gb_per_s: float | None = None
     max_load_share: float = DEFAULT_MAX_LOAD_SHARE
     elements: int | None = None
+    replicas: int | None = None  # engines as a Ray pool of this many replicas per element
 
     def throughput(self, model: str) -> tuple[float, str]:
         """Output tokens/s of one engine for `model` (an engine spec), and where it came from."""
@@ -200,6 +202,7 @@ def load_profile(name: str | None) -> Profile:
             qos=_typed(spec, "qos", "str", at),
             constraint=_typed(spec, "constraint", "str", at),
             sbatch=dict(_typed(spec, "sbatch", "mapping", at) or {}),
+            nodes=_typed(spec, "nodes", "int>=1", at),
         )
     setup = data.get("setup") or []
     if not isinstance(setup, list) or not all(isinstance(x, str) for x in setup):
@@ -239,7 +242,8 @@ def _generation(raw: Any, where: str) -> GenerationSpec:
         tokens_per_s={str(k): float(v) for k, v in table.items()},
         load_gb_per_s=_typed(raw, "load_gb_per_s", "number>0", where),
         max_load_share=DEFAULT_MAX_LOAD_SHARE if share is None else float(share),
-        elements=_typed(raw, "elements", "int>=1", where))
+        elements=_typed(raw, "elements", "int>=1", where),
+        replicas=_typed(raw, "replicas", "int>=1", where))
 
 
 def bare_partition_targets(profile: Profile, name: str,

@@ -68,8 +68,9 @@ def expected_load_s(model: str | None, gen: GenerationSpec) -> tuple[float, str]
 
 def generation_work_s(config: dict[str, Any], instances: int,
                       gen: GenerationSpec) -> tuple[float, str]:
-    """Expected seconds one engine needs for the whole stage: instances x samples x the
-    run's max_tokens budget, at the profile's tokens/s for the model.  The budget is an
+    """Expected seconds one element's engine (a pool of `replicas`: that many times the
+    throughput) needs for the whole stage: instances x samples x the run's max_tokens
+    budget, at the profile's tokens/s for the model.  The budget is an
     upper bound on what is generated, so this is an upper bound on the work — and G an upper
     bound on the loads the work justifies."""
     model = config.get("model") or ""
@@ -77,8 +78,11 @@ def generation_work_s(config: dict[str, Any], instances: int,
     max_tokens = int((config.get("sampling") or {}).get("max_tokens") or 1024)
     tps, src = gen.throughput(model)
     tokens = instances * n * max_tokens
-    return tokens / tps, (f"{instances} instances x {n} sample(s) x {max_tokens} max_tokens = "
-                          f"{tokens:,} tokens at {tps:g} tokens/s ({src})")
+    reps = gen.replicas or 1  # a Ray pool's replicas generate side by side
+    return tokens / (tps * reps), (
+        f"{instances} instances x {n} sample(s) x {max_tokens} max_tokens = {tokens:,} tokens "
+        f"at {tps:g} tokens/s ({src})" + (f" x {reps} replicas (profile generation.replicas)"
+                                          if reps > 1 else ""))
 
 
 def element_estimate(config: dict[str, Any], instances: int,

@@ -29,6 +29,8 @@ Job ids go to jobs.json; submitit's own job objects are never consulted again.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
 import subprocess
@@ -42,6 +44,9 @@ from ..rundir import RunDir
 from .base import Executor, SubmitResult
 
 DEFAULT_MAX_ARRAY_SIZE = 1001
+ENGINE_REPLICAS_ENV = "VERIBATCH_ENGINE_REPLICAS"
+"""Set in a GPU stage's jobs from the profile's ``generation.replicas``: the element's
+engines are a Ray pool of that many replicas over the nodes of its allocation."""
 
 
 class SubmitError(RuntimeError):
@@ -211,6 +216,13 @@ def sbatch_parameters(profile: Profile, spec: PartitionSpec, stage: dict[str, An
         0 if spec.gres else int(stage["gpus_per_task"]))
     if gpus:
         params["gpus_per_task"] = gpus
+    if spec.nodes and spec.nodes > 1:
+        # One copy of the shard process, on the first node; the others are for the Ray pool
+        # it starts (`inference.ray_cluster.job_pool`: srun --overlap steps).
+        params["nodes"] = spec.nodes
+        params["srun_args"] = ["--nodes=1", "--ntasks=1"]
+    if stage.get("resource") == "gpu" and profile.generation.replicas:
+        params["setup"].append(f"export {ENGINE_REPLICAS_ENV}={int(profile.generation.replicas)}")
     return params
 
 
@@ -236,10 +248,12 @@ class ShardJob:
     (`inference.shared_engines`); checkpointable for USR2 requeue."""
 
     def __call__(self, run_dir: str, stage: str, shard: int | list[int]) -> dict[str, Any]:
-        if isinstance(shard, list):
-            return self._several(run_dir, stage, shard)
-        o = self._one(run_dir, stage, shard)
-        return {"stage": o.stage, "shard": o.shard, "records": o.records, "skipped": o.skipped}
+        with _engine_scope():
+            if isinstance(shard, list):
+                return self._several(run_dir, stage, shard)
+            o = self._one(run_dir, stage, shard)
+            return {"stage": o.stage, "shard": o.shard, "records": o.records,
+                    "skipped": o.skipped}
 
     def _several(self, run_dir: str, stage: str, shards: list[int]) -> dict[str, Any]:
         """Every shard is attempted (each records its own failure in its error.json); the
@@ -288,6 +302,19 @@ class ShardJob:
 
         # Nothing to save: every finished instance is already fsynced in the ledger.
         return submitit.helpers.DelayedSubmission(ShardJob(), run_dir, stage, shard)
+
+
+def _engine_scope() -> contextlib.AbstractContextManager[Any]:
+    """With `ENGINE_REPLICAS_ENV` set (the profile's ``generation.replicas``), the element's
+    hf:/vllm: engines are a Ray pool over its allocation's nodes
+    (`inference.ray_cluster.job_pool`); a lost Ray head fails the element's shards that
+    were not done (each in its error.json), and `launch resume` runs them again."""
+    replicas = int(os.environ.get(ENGINE_REPLICAS_ENV) or 0)
+    if not replicas:
+        return contextlib.nullcontext()
+    from veribatch.inference.ray_cluster import job_pool
+
+    return job_pool(replicas)
 
 
 def _preempt_signal() -> int:
