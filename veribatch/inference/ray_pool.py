@@ -23,7 +23,6 @@ shards of its SLURM element, and `launch resume` retries them in a new allocatio
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import math
 import os
@@ -221,13 +220,7 @@ class RayEnginePool(Engine):
         if getattr(self, "_head_lost", False):
             # Killing actors and removing placement groups are GCS calls that would block
             # until Ray terminates the process; the cluster is gone with its head anyway.
-            # So would Ray's own exit handler (ray.shutdown at interpreter exit): a SLURM
-            # element would sit 60 s on a failure it has already recorded.
             self.actors, self.placement_groups = [], []
-            with contextlib.suppress(Exception):  # a private module; absent: Ray waits
-                from ray._private import worker as ray_worker
-
-                atexit.unregister(ray_worker.shutdown)
             return
         for a in getattr(self, "actors", []):
             with contextlib.suppress(Exception):  # already gone

@@ -34,8 +34,9 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..jobs import add_submissions
@@ -304,17 +305,38 @@ class ShardJob:
         return submitit.helpers.DelayedSubmission(ShardJob(), run_dir, stage, shard)
 
 
-def _engine_scope() -> contextlib.AbstractContextManager[Any]:
+@contextlib.contextmanager
+def _engine_scope() -> Iterator[None]:
     """With `ENGINE_REPLICAS_ENV` set (the profile's ``generation.replicas``), the element's
     hf:/vllm: engines are a Ray pool over its allocation's nodes
     (`inference.ray_cluster.job_pool`); a lost Ray head fails the element's shards that
-    were not done (each in its error.json), and `launch resume` runs them again."""
+    were not done (each in its error.json), and `launch resume` runs them again.
+
+    After a lost head the element ends at once, exit code 1 (FAILED for SLURM, so its
+    dependants are not released): Ray's client would otherwise hold the process 60 s
+    waiting for the dead GCS and then kill it, and the failures are already recorded."""
     replicas = int(os.environ.get(ENGINE_REPLICAS_ENV) or 0)
     if not replicas:
-        return contextlib.nullcontext()
+        yield
+        return
+    import traceback
+
     from veribatch.inference.ray_cluster import job_pool
 
-    return job_pool(replicas)
+    cluster = None
+    try:
+        with job_pool(replicas) as cluster:
+            yield
+    finally:
+        if cluster is not None and cluster.head_lost:
+            failed = sys.exc_info()[0] is not None
+            if failed:
+                traceback.print_exc()
+            print("the Ray head was lost: this element ends now"
+                  + (", its shards' failures are recorded (launch status; launch resume runs "
+                     "them again)" if failed else ""), flush=True)
+            sys.stderr.flush()
+            os._exit(1 if failed else 0)
 
 
 def _preempt_signal() -> int:
