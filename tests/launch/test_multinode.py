@@ -292,9 +292,13 @@ def test_generate_element_on_a_two_node_ray_pool_loses_its_head_and_one_resume_c
     fd = os.open(cache, os.O_WRONLY | os.O_CREAT, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX)  # the element's first answer will wait for this lock
     try:
-        wait_until(lambda: _blocked_on(cache), QUEUE_WAIT, "the generate element's first answer")
-        steps = _slurm(env, "squeue", "-h", "-s", "-o", "%i|%j|%N").splitlines()
         job = gen["jobs"]["0"]
+        running = lambda: _slurm(env, "squeue", "-h", "-j", job, check=False).strip()  # noqa: E731
+        wait_until(lambda: _blocked_on(cache) or not running(), QUEUE_WAIT,
+                   "the generate element's first answer")
+        assert _blocked_on(cache), "\n".join(  # the element ended before generating: why
+            p.read_text(errors="replace")[-2000:] for p in (rd / "slurm").rglob(f"{job}*log*"))
+        steps = _slurm(env, "squeue", "-h", "-s", "-o", "%i|%j|%N").splitlines()
         head = [s.split("|")[0] for s in steps
                 if s.startswith(f"{job}.") and s.split("|")[1] == "ray"
                 and s.split("|")[2] == "vbm-gpu1"]
