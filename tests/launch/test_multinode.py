@@ -8,6 +8,7 @@ accounting (`sacct` NodeList), never from our files: the point is what the sched
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -244,3 +245,91 @@ def test_ray_pool_spans_two_gpu_nodes_and_a_lost_head_is_a_clear_failure(slurm_m
     out = Path(str(log).replace("%j", job)).read_text()
     assert "ENGINE-ERROR: ray pool: the Ray head at 10.77.0.21:" in out, out[-2000:]
     assert "unreachable (head node lost?)" in out
+
+
+RAY_PROFILE = """\
+partitions:
+  cpu: {partition: cpu, time: 10, mem_gb: 0.5, cpus_per_task: 1}
+  gpu: {partition: gpu, time: 10, mem_gb: 1, cpus_per_task: 1, gres: 'gpu:1', nodes: 2}
+generation: {replicas: 2}
+"""
+
+
+def _blocked_on(path: Path) -> bool:
+    """Whether some process waits for a lock on `path` (a `->` line of /proc/locks)."""
+    inode = path.stat().st_ino
+    return any("->" in line and line.split()[-3].endswith(f":{inode}")
+               for line in Path("/proc/locks").read_text().splitlines())
+
+
+def test_generate_element_on_a_two_node_ray_pool_loses_its_head_and_one_resume_completes(
+        slurm_multi_cluster, tiny_model, shared_data, tmp_path):
+    """A profile with `nodes: 2` and `generation.replicas: 2` runs the generate element (both
+    shards, one model load) as a Ray pool over a 2-node gpu allocation: one replica per node.
+    The element is held mid-generation — its first answer waits for the completion cache's
+    lock, which the test holds — while the Ray head's srun step is SIGKILLed.  The shards of
+    that element that were not done fail with the pool's error (error.json, `launch status`),
+    nothing else fails, and one `launch resume` completes the run: 0 lost, 0 duplicated."""
+    import fcntl
+    import os
+
+    env = slurm_multi_cluster
+    started = time.time()
+    runs = tmp_path / "runs"
+    profile = tmp_path / "ray-pool.yaml"
+    profile.write_text(RAY_PROFILE)
+    r = launch("invbench", "--dataset", f"easy:{shared_data / 'invbench'}", "--limit", "4",
+               "--executor", "slurm", "--profile", str(profile), "--shards", "2",
+               "--gpu-shards", "1", "--model", f"hf:{tiny_model}", "--max-tokens", "8",
+               "-o", "budget_s=5", "-o", "generate_batch=1", "--runs-dir", str(runs), env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rd = only_run_dir(runs)
+    subs = json.loads((rd / "jobs.json").read_text())["submissions"]
+    gen = next(s for s in subs if s["stage"] == "generate")
+    assert gen["elements"] == [[0, 1]], gen  # one element, one load, both shards
+    cache = rd / "cache" / "completions" / "completions.jsonl"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(cache, os.O_WRONLY | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # the element's first answer will wait for this lock
+    try:
+        job = gen["jobs"]["0"]
+        running = lambda: _slurm(env, "squeue", "-h", "-j", job, check=False).strip()  # noqa: E731
+        wait_until(lambda: _blocked_on(cache) or not running(), QUEUE_WAIT,
+                   "the generate element's first answer")
+        assert _blocked_on(cache), "\n".join(  # the element ended before generating: why
+            p.read_text(errors="replace")[-2000:] for p in (rd / "slurm").rglob(f"{job}*log*"))
+        steps = _slurm(env, "squeue", "-h", "-s", "-o", "%i|%j|%N").splitlines()
+        head = [s.split("|")[0] for s in steps
+                if s.startswith(f"{job}.") and s.split("|")[1] == "ray"
+                and s.split("|")[2] == "vbm-gpu1"]
+        assert len(head) == 1, steps
+        _slurm(env, "scancel", "--signal=KILL", head[0])  # the Ray head node's daemons
+    finally:
+        os.close(fd)  # release: the element goes on, with its head gone
+    wait_until(lambda: not _active(env, rd), QUEUE_WAIT, "every job of the run to end")
+    state = _slurm(env, "sacct", "-X", "-n", "-P", "-j", job, "-o", "State,NodeList")
+    assert state.strip().startswith("FAILED|vbm-gpu[1-2]"), state
+    code, st = _status(env, rd)
+    assert code == 1, st
+    failed = {(f["stage"], f["shard"]): f for f in st["failed"]}
+    gen_failed = {k for s, k in failed if s == "generate"}
+    not_done = {k for k in (0, 1) if not (rd / "shards" / "generate" / str(k) / "DONE").exists()}
+    assert gen_failed == not_done and gen_failed, (not_done, st["failed"])
+    for k in gen_failed:
+        assert "Ray head" in str(failed[("generate", k)]), failed[("generate", k)]
+    assert {s for s, _ in failed} <= {"generate", "verify"}, st["failed"]
+    logs = "\n".join(p.read_text(errors="replace") for p in (rd / "slurm").rglob(f"{job}*"))
+    placed = re.search(r"ray pool: 2 replica\(s\) of \S+ on (\S+), (\S+)", logs)
+    assert placed and {placed.group(1), placed.group(2)} == GPU_NODES, logs[-3000:]
+    r = launch("resume", str(rd), env=env)
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: not _active(env, rd), QUEUE_WAIT, "the resumed jobs to end")
+    code, st = _status(env, rd)
+    assert code == 0 and st["complete"], st
+    gen_recs, ver_recs = stage_records(rd, "generate"), stage_records(rd, "verify")
+    assert len(gen_recs) == 4 and gen_recs["instance_id"].is_unique  # 0 lost, 0 duplicated
+    assert set(ver_recs["instance_id"]) == set(gen_recs["instance_id"])
+    assert not ver_recs.duplicated(["instance_id", "arm", "sample_index"]).any()
+    print(f"Ray pool on {placed.groups()}; head lost -> generate shards {sorted(gen_failed)} "
+          f"failed; one resume: {len(gen_recs)} generate records, 0 lost, 0 duplicated; "
+          f"{time.time() - started:.0f} s")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from veribatch.launch.cost import describe, estimate
 from veribatch.launch.executors.slurm import ShardJob, SlurmExecutor, dependency_groups, stage_units
 from veribatch.launch.manifest import build_manifest, create_or_reuse
 from veribatch.launch.profiles import ProfileError, load_profile
-from veribatch.launch.sizing import element_groups, size_stage
+from veribatch.launch.sizing import element_groups, generation_work_s, size_stage
 
 from .conftest import launch
 
@@ -412,3 +413,43 @@ def test_an_element_takes_no_shard_past_half_its_time_limit(tmp_path):
     assert late["taken"] == [] and not (rd.root / "shards/work/2/DONE").exists()
     early = ShardJob(steal=[0, 1, 2, 3], steal_until_s=3600.0)(str(rd.root), "work", [0, 1])
     assert early["taken"] == [3, 2]
+
+
+def test_a_ray_pool_profile_gives_the_generate_element_nodes_and_replicas(shared_data, tmp_path,
+                                                                         monkeypatch):
+    """`nodes: 2` on the gpu partition and `generation.replicas: 2`: the generate element asks
+    sbatch for two nodes, runs its shard process once (srun on one node of them) and tells it
+    to open its engine as a 2-replica Ray pool; the CPU stages get neither.  The dry-run says
+    the same, and counts both nodes' GPUs and both replicas' throughput."""
+    import submitit.core.utils as sutils
+
+    profile = tmp_path / "pool.yaml"
+    profile.write_text("partitions:\n  cpu: {partition: cpu}\n"
+                       "  gpu: {partition: gpu, gres: 'gpu:1', nodes: 2}\n"
+                       "generation: {replicas: 2, tokens_per_s: 500}\n")
+    prof = load_profile(str(profile))
+    plan = _card(shared_data, shards=4)
+    rd, _ = create_or_reuse(plan, tmp_path / "run")
+    manifest = json.loads(rd.manifest.read_text())
+    sbatch = _Sbatch()
+    monkeypatch.setattr(sutils.CommandFunction, "__call__", lambda fn, *a, **k: sbatch(fn))
+    ex = SlurmExecutor(prof, gpu_shards=1)
+    monkeypatch.setattr(ex, "check_partitions", lambda m: None)
+    result = ex.submit(rd, manifest, {s.name: list(range(4)) for s in plan.stages}, aggregate=False)
+    scripts = {j["stage"]: s for j, s in zip(result.jobs, sbatch.scripts, strict=True)}
+    gen = scripts["generate"]
+    assert _flags(gen)["nodes"] == "2" and _flags(gen)["gres"] == "gpu:1"
+    assert re.search(r"^srun .*--nodes=1 --ntasks=1 ", gen, re.M), gen
+    assert "export VERIBATCH_ENGINE_REPLICAS=2" in gen
+    for stage in ("baseline", "verify"):
+        assert _flags(scripts[stage])["nodes"] == "1" and "ENGINE_REPLICAS" not in scripts[stage]
+        assert "--ntasks=1" not in scripts[stage]
+    costs = {c.stage: c for c in estimate(manifest, prof, [b - a for a, b in plan.shard_bounds()], 1)}
+    assert costs["generate"].gpus == 2
+    one = load_profile(str(profile)).generation
+    pooled, why = generation_work_s(manifest["config"], 113, one)
+    single, _ = generation_work_s(manifest["config"], 113, replace(one, replicas=None))
+    assert pooled == pytest.approx(single / 2) and "x 2 replicas" in why
+    line = next(ln for ln in describe(list(costs.values()), manifest, prof)
+                if ln.startswith("  generate: 1 element(s) x ("))
+    assert "nodes 2, " in line and "gpus 2 (gres gpu:1)" in line, line

@@ -6,7 +6,7 @@ never learn which backend answered.  Heavy backends are imported only when asked
 
 from veribatch.inference.errors import EngineError, MissingExtraError, UnknownEngineError
 from veribatch.inference.records import completion_from_record, completion_to_record, request_key
-from veribatch.inference.registry import open_engine, parse_spec, shared_engines
+from veribatch.inference.registry import open_engine, parse_spec, pooled_engines, shared_engines
 from veribatch.inference.types import Completion, Engine, Message, Request, Sampling
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "completion_to_record",
     "open_engine",
     "parse_spec",
+    "pooled_engines",
     "request_key",
     "shared_engines",
 ]

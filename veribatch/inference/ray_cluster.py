@@ -31,7 +31,9 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -162,6 +164,7 @@ class RayCluster:
     ready_timeout_s: float = 300.0
     ports: RayPorts | None = None  # None: a block verified free on this node at start
     procs: list[subprocess.Popen] = field(default_factory=list)
+    head_lost: bool = False  # set by `job_pool` when its scope ends: the GCS was gone
     _saved_env: dict[str, str | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -358,6 +361,32 @@ class RayCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def job_pool(replicas: int, env: dict[str, str] | None = None, **cluster: Any
+             ) -> Iterator[RayCluster]:
+    """A private Ray cluster over the nodes of this SLURM job, and within it every hf:/vllm:
+    engine opened as a pool of `replicas` data-parallel replicas joining it
+    (`registry.pooled_engines`).  The cluster is stopped when the scope ends.
+
+    Why here: a task's stage opens its engine knowing nothing of the allocation; the SLURM
+    element that runs the stage's shards (``launch``'s ShardJob, for a profile with
+    ``generation.replicas``) wraps them in this scope, so one allocation of several GPU
+    nodes serves one pool.  A lost head fails the shards being run (`ray_pool`) and is
+    noted in ``head_lost``: Ray's client then ends this process 60 s on, whatever it does,
+    so the caller should end it itself once its failures are recorded."""
+    from veribatch.inference.ray_pool import gcs_reachable
+    from veribatch.inference.registry import pooled_engines
+
+    with RayCluster.from_slurm_env(env, **cluster) as rc:
+        print(f"ray cluster {rc.address} on {', '.join(rc.nodes)}; engines as {replicas} "
+              "replica(s)", file=sys.stderr, flush=True)
+        try:
+            with pooled_engines(replicas, address=rc.address):
+                yield rc
+        finally:
+            rc.head_lost = not gcs_reachable(rc.address)
 
 
 def _listens(pid: int, port: int) -> bool:

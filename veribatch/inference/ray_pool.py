@@ -14,10 +14,11 @@ replica that dies has its chunk re-queued on the others; only when none is left 
 
 A lost head node takes the cluster's GCS with it (and the replicas on that node); the
 replicas on other nodes keep answering for a while, then Ray's own client, 60 s on,
-terminates the whole process with a log line.  `generate` instead checks every
-`GCS_CHECK_S`, and whenever a replica dies, that the GCS still accepts connections, and
-raises an `EngineError` naming the head when it does not — the shard fails with that
-message (error.json) and `launch resume` retries it in a new allocation.
+terminates the whole process with a log line.  `generate` instead checks when it is
+called, every `GCS_CHECK_S`, and whenever a replica dies, that the GCS still accepts
+connections, and raises an `EngineError` naming the head when it does not (and at once
+on every later call) — the shard fails with that message (error.json), so do the other
+shards of its SLURM element, and `launch resume` retries them in a new allocation.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import contextlib
 import math
 import os
 import socket
+import sys
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -152,6 +154,10 @@ class RayEnginePool(Engine):
         self.revision = infos[0]["revision"]
         self.actor_pids = [int(i["pid"]) for i in infos]
         self.actor_hosts = [i["host"] for i in infos]  # where each replica landed (node names)
+        # In the SLURM element's log: where the replicas landed (a pool meant to span nodes
+        # that packed onto one is visible there, not only in its throughput).
+        print(f"ray pool: {self.replicas} replica(s) of {spec} on "
+              f"{', '.join(self.actor_hosts)}", file=sys.stderr, flush=True)
 
     def _chunks(self, n: int) -> list[range]:
         size = self.chunk_size or max(1, math.ceil(n / (len(self.actors) * 4)))
@@ -159,6 +165,9 @@ class RayEnginePool(Engine):
 
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
         ray = self._ray
+        # A pool whose head is gone answers no more: its surviving replicas would, until Ray
+        # ends the process 60 s on — mid-shard, with nothing recorded.
+        self._check_head(len(requests))
         results: list[list[Completion] | None] = [None] * len(requests)
         todo = deque(self._chunks(len(requests)))
         live = list(self.actors)
@@ -191,7 +200,11 @@ class RayEnginePool(Engine):
         return [r for r in results if r is not None]
 
     def _check_head(self, unanswered: int) -> None:
-        """Raise a clear EngineError when the cluster's GCS (on the head node) is gone."""
+        """Raise a clear EngineError when the cluster's GCS (on the head node) is gone —
+        at once when it was already found gone (`close` must not wait on it either)."""
+        if getattr(self, "_head_lost", False):
+            raise EngineError(f"ray pool: the Ray head of {self.spec}'s pool was lost earlier; "
+                              f"{unanswered} request(s) unanswered")
         try:
             address = self._ray.get_runtime_context().gcs_address
         except Exception:  # noqa: BLE001  (no address known: nothing to check)

@@ -110,6 +110,9 @@ class _Borrowed(Engine):
         return getattr(self.inner, name)
 
 
+_pool_options: dict[str, Any] | None = None
+"""Options every hf:/vllm: engine opened within the innermost `pooled_engines` scope gets."""
+
 _shared: dict[str, Engine] | None = None
 """Engines kept loaded by the innermost `shared_engines` scope (None: no scope)."""
 
@@ -133,11 +136,28 @@ def shared_engines() -> Iterator[dict[str, Engine]]:
                 engine.close()
 
 
+@contextlib.contextmanager
+def pooled_engines(replicas: int, **options: Any) -> Iterator[None]:
+    """Within this scope every hf:/vllm: engine opens as a Ray pool of `replicas`
+    data-parallel replicas (`inference.ray_pool`), with `options` (``address=`` of the Ray
+    cluster to join, ...); options the caller passes win.
+
+    Why: a task's stage opens its engine with plain ``open_engine(config.model)`` and knows
+    nothing of the nodes it runs on; the SLURM element that runs it does (a profile's
+    ``generation.replicas`` over its allocation's nodes, `inference.ray_cluster.job_pool`)."""
+    global _pool_options
+    outer, _pool_options = _pool_options, {"replicas": int(replicas), **options}
+    try:
+        yield
+    finally:
+        _pool_options = outer
+
+
 def open_engine(spec: str, *, cache_dir: Path | None = None, **options: Any) -> Engine:
     """Open the engine named by `spec`; see the module docstring for the spec syntax.
     Inside `shared_engines` an engine already loaded for the same spec and options is reused."""
     if _shared is not None:
-        key = json.dumps([spec, options], sort_keys=True, default=repr)
+        key = json.dumps([spec, options, _pool_options], sort_keys=True, default=repr)
         if key not in _shared:
             _shared[key] = _open(spec, **options)
         engine: Engine = _Borrowed(_shared[key])
@@ -152,6 +172,8 @@ def open_engine(spec: str, *, cache_dir: Path | None = None, **options: Any) -> 
 
 def _open(spec: str, **options: Any) -> Engine:
     kind, name = parse_spec(spec)
+    if _pool_options and kind in POOLABLE and "replicas" not in options:
+        options = {**_pool_options, **options}
     replicas = int(options.pop("replicas", 0) or 0)
     if replicas:
         if kind not in POOLABLE:

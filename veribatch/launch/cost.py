@@ -7,9 +7,9 @@ from what sbatch receives.  The cost figures are estimates from what the run kno
 
 - a CPU stage's element takes its instances x the stage's `seconds_per_instance` (for the
   verifiers this is the per-instance budget, so an upper bound);
-- a generate element takes one model load (`sizing.expected_load_s`) plus its share of the
-  stage's generation work (`sizing.generation_work_s`: token budget / the profile's
-  throughput for the model);
+- a generate element takes one model load plus its instances' share of the stage's
+  generation work (token budget / the profile's throughput for the model):
+  `sizing.element_estimate`, the figure its time limit is derived from too;
 - requested hours are elements x CPUs or GPUs x the time limit; expected hours use the
   expected element time; the load share is loads x load time over expected GPU busy time;
 - wall time: ceil(elements / array_parallelism) waves of the longest element, and for the
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .profiles import Profile, job_time
-from .sizing import is_sized, size_stage
+from .sizing import element_estimate, is_sized, size_stage
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class StageCost:
 
 
 def gpus_of(params: dict[str, Any]) -> int:
-    """GPUs one element gets: `gpus_per_task`, else the count in `gres` (``gpu:a100:4``)."""
+    """GPUs per node of an element: `gpus_per_task`, else the count in `gres` (``gpu:a100:4``)."""
     if params.get("gpus_per_task"):
         return int(params["gpus_per_task"])
     m = re.fullmatch(r"gpu(?::([^:,]+))?(?::(\d+))?", str(params.get("gres") or ""))
@@ -89,8 +89,6 @@ def estimate(manifest: dict[str, Any], profile: Profile, counts: list[int],
     from .executors.slurm import sbatch_parameters, stage_units
 
     config = manifest["config"]
-    model = config.get("model")
-    total = sum(counts)
     out = []
     for st in manifest["stages"]:
         name = st["name"]
@@ -106,14 +104,14 @@ def estimate(manifest: dict[str, Any], profile: Profile, counts: list[int],
         spec = profile.for_resource(st["resource"], name)
         units = stage_units(profile, manifest, st, list(range(len(counts))), gpu_shards)
         per = [sum(counts[k] for k in u) for u in units]
-        limit = job_time(spec, st, max(per), model)
+        limit = job_time(spec, st, max(per), config, profile.generation)
         params = sbatch_parameters(profile, spec, st, limit.minutes,
                                    job_name=f"vb-RUN-{name}")
-        gpus = gpus_of(params)
+        gpus = gpus_of(params) * int(params.get("nodes", 1))
         size = size_stage(st, config, int(manifest["instance_count"]), len(counts), profile,
                           gpu_shards)
         if is_sized(st, config):
-            times = [size.load_s + size.work_s * n / total for n in per]
+            times = [sum(element_estimate(config, n, profile.generation)[:2]) for n in per]
             loads, why = (len(units) if size.load_s else 0), size.why
         else:
             spi = float(st.get("seconds_per_instance", 60.0))
@@ -147,7 +145,7 @@ def describe(costs: list[StageCost], manifest: dict[str, Any], profile: Profile)
              "(one line per array element):"]
     for c in costs:
         p = c.params
-        res = [f"partition {p.get('partition', '(cluster default)')}", "nodes 1",
+        res = [f"partition {p.get('partition', '(cluster default)')}", f"nodes {p.get('nodes', 1)}",
                f"cpus {p['cpus_per_task']}",
                f"gpus {c.gpus}" + (f" (gres {p['gres']})" if p.get("gres") else ""),
                f"mem {p['mem']}"]

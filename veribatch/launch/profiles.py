@@ -22,9 +22,9 @@ from .lookup import find_yaml, search_dirs
 PROFILES_ENV = "VERIBATCH_PROFILES_DIR"
 TOP_KEYS = {"description", "partitions", "account", "qos", "array_parallelism", "image_dir",
             "setup", "signal_delay_s", "max_array_size", "sbatch", "generation"}
-GENERATION_KEYS = {"tokens_per_s", "load_gb_per_s", "max_load_share", "elements"}
+GENERATION_KEYS = {"tokens_per_s", "load_gb_per_s", "max_load_share", "elements", "replicas"}
 PARTITION_KEYS = {"partition", "time", "mem_gb", "cpus_per_task", "gres", "gpus_per_task",
-                  "account", "qos", "constraint", "sbatch"}
+                  "account", "qos", "constraint", "sbatch", "nodes"}
 RESOURCES = ("cpu", "gpu")
 
 
@@ -44,6 +44,7 @@ class PartitionSpec:
     qos: str | None = None
     constraint: str | None = None
     sbatch: dict[str, Any] = field(default_factory=dict)
+    nodes: int | None = None           # nodes per array element (a Ray pool over several)
 
 
 DEFAULT_TOKENS_PER_S = 1000.0
@@ -65,6 +66,7 @@ class GenerationSpec:
     load_gb_per_s: float | None = None
     max_load_share: float = DEFAULT_MAX_LOAD_SHARE
     elements: int | None = None
+    replicas: int | None = None  # engines as a Ray pool of this many replicas per element
 
     def throughput(self, model: str) -> tuple[float, str]:
         """Output tokens/s of one engine for `model` (an engine spec), and where it came from."""
@@ -200,6 +202,7 @@ def load_profile(name: str | None) -> Profile:
             qos=_typed(spec, "qos", "str", at),
             constraint=_typed(spec, "constraint", "str", at),
             sbatch=dict(_typed(spec, "sbatch", "mapping", at) or {}),
+            nodes=_typed(spec, "nodes", "int>=1", at),
         )
     setup = data.get("setup") or []
     if not isinstance(setup, list) or not all(isinstance(x, str) for x in setup):
@@ -239,7 +242,8 @@ def _generation(raw: Any, where: str) -> GenerationSpec:
         tokens_per_s={str(k): float(v) for k, v in table.items()},
         load_gb_per_s=_typed(raw, "load_gb_per_s", "number>0", where),
         max_load_share=DEFAULT_MAX_LOAD_SHARE if share is None else float(share),
-        elements=_typed(raw, "elements", "int>=1", where))
+        elements=_typed(raw, "elements", "int>=1", where),
+        replicas=_typed(raw, "replicas", "int>=1", where))
 
 
 def bare_partition_targets(profile: Profile, name: str,
@@ -289,17 +293,21 @@ def apply_overrides(profile: Profile, *, partitions: list[str] = (),  # type: ig
 
 
 # ----------------------------------------------------------------------------- job time limits
-# Without a profile `time`, a job's limit is estimated from what it must do: start (and, for
-# a stage that runs the model, load it), then its instances at the stage's own estimate
-# per instance with 50 % slack, plus a fixed margin.  Too short a limit is expensive: three
-# time-outs fail the shard, and a generate array that spends its whole limit loading a
-# 70B model never records anything.
+# Without a profile `time`, a job's limit is estimated from what it must do.  A CPU stage:
+# its instances at the stage's own estimate per instance with 50 % slack, plus a fixed
+# margin.  A stage that runs the model (a GPU stage of a model run, `launch.sizing`): the
+# same expected element time the sizing and the `--dry-run` cost use — one engine start
+# plus the element's share of the generation work at the profile's throughput — times
+# `sizing.TIME_SAFETY`, plus the margin.  Too short a limit is expensive: three time-outs
+# fail the shard, and a generate array that spends its whole limit loading a 70B model
+# never records anything.
 JOB_MARGIN_MIN = 5
 JOB_MIN_MIN = 10
 ENGINE_STARTUP_S = 300.0
 """An inference engine's start-up besides reading weights (CUDA graphs, Ray, compilation)."""
 LOAD_BYTES_PER_S = 250e6
-"""Weights read from a shared file system under load, cold cache: conservative on purpose."""
+"""Weights read from a shared file system under load, cold cache: conservative on purpose
+(the rate sizing and time limits assume when the profile gives no `load_gb_per_s`)."""
 UNKNOWN_MODEL_LOAD_S = 1800.0
 """When a model's size cannot be told from its name or its files: half an hour."""
 BYTES_PER_PARAMETER = 2  # bf16/fp16 weights
@@ -328,8 +336,8 @@ def model_bytes(model: str) -> tuple[float | None, str]:
 
 def load_basis(model: str | None) -> tuple[float | None, float, str]:
     """What an engine start on `model` costs: (weight bytes, or None where a fixed time
-    applies instead; that fixed time; why).  One reading for the SLURM time limit
-    (`model_load_seconds`) and the generate stage's sizing (`launch.sizing`)."""
+    applies instead; that fixed time; why).  Read once, by `sizing.expected_load_s`, which
+    the generate sizing, the SLURM time limit and the `--dry-run` cost all use."""
     if not model:
         return None, 0.0, "no model"
     engine = model.partition(":")[0]
@@ -339,16 +347,6 @@ def load_basis(model: str | None) -> tuple[float | None, float, str]:
     if size is None:
         return None, UNKNOWN_MODEL_LOAD_S, f"model {how}: {UNKNOWN_MODEL_LOAD_S / 60:g} min assumed"
     return size, 0.0, how
-
-
-def model_load_seconds(model: str | None) -> tuple[float, str]:
-    """Seconds to budget for starting an engine on `model`, and why."""
-    size, fixed, how = load_basis(model)
-    if size is None:
-        return fixed, how
-    load = ENGINE_STARTUP_S + size / LOAD_BYTES_PER_S
-    return load, (f"model load ~{load / 60:.0f} min ({how}, at {LOAD_BYTES_PER_S / 1e6:g} MB/s, "
-                  f"+ {ENGINE_STARTUP_S / 60:g} min engine start-up)")
 
 
 @dataclass(frozen=True)
@@ -362,19 +360,22 @@ class JobTime:
 
 
 def job_time(spec: PartitionSpec, stage: dict[str, Any], instances: int,
-             model: str | None = None) -> JobTime:
+             config: dict[str, Any] | None = None,
+             generation: GenerationSpec | None = None) -> JobTime:
     """The time limit of one array element of `stage` running `instances` instances.
 
-    A stage on the ``gpu`` resource of a run with a model loads that model first.
-    """
+    `config`: the run's config (manifest ``config``: model, options, sampling); a stage that
+    runs the model (`sizing.is_sized`) gets its limit from the sizing's own estimate, read
+    with `generation` (the profile's figures; None: the built-in defaults)."""
     if spec.time_min is not None:
         return JobTime(spec.time_min, "profile", "the profile's time")
-    work = instances * float(stage.get("seconds_per_instance", 60.0)) * 1.5
-    load, why = model_load_seconds(model) if stage.get("resource") == "gpu" else (0.0, "")
-    minutes = max(JOB_MIN_MIN, math.ceil((load + work) / 60) + JOB_MARGIN_MIN)
-    parts = [f"{instances} instance(s) x {float(stage.get('seconds_per_instance', 60.0)):g} s "
-             "x 1.5"]
-    if load:
-        parts.insert(0, why)
-    parts.append(f"+ {JOB_MARGIN_MIN} min margin, at least {JOB_MIN_MIN} min")
-    return JobTime(minutes, "estimate", "; ".join(parts))
+    from .sizing import generate_time_limit, is_sized  # sizing reads this module's figures
+
+    if config is not None and is_sized(stage, config):
+        return generate_time_limit(config, instances, generation or GenerationSpec())
+    spi = float(stage.get("seconds_per_instance", 60.0))
+    work = instances * spi * 1.5
+    minutes = max(JOB_MIN_MIN, math.ceil(work / 60) + JOB_MARGIN_MIN)
+    return JobTime(minutes, "estimate", f"{instances} instance(s) x {spi:g} s x 1.5; "
+                                        f"+ {JOB_MARGIN_MIN} min margin, at least "
+                                        f"{JOB_MIN_MIN} min")

@@ -22,6 +22,11 @@ An element runs its group, then takes the shards of other groups nobody has star
 
 Sizing reads only the manifest, the profile and the choice, so a resumed run (same
 profile, `--gpu-shards` remembered in jobs.json) groups its shards the same way.
+
+The same figures give an element its SLURM time limit (`generate_time_limit`, called by
+`profiles.job_time`) and its expected time in the `--dry-run` cost (`element_estimate`):
+one reading of the load and the work, not a second rule (the stage's declared
+`seconds_per_instance` knows neither the model nor the token budget).
 """
 
 from __future__ import annotations
@@ -33,11 +38,19 @@ from typing import Any
 from .plan import shard_bounds
 from .profiles import (
     ENGINE_STARTUP_S,
+    JOB_MARGIN_MIN,
+    JOB_MIN_MIN,
     LOAD_BYTES_PER_S,
     GenerationSpec,
+    JobTime,
     Profile,
     load_basis,
 )
+
+TIME_SAFETY = 2.0
+"""A generate element's time limit is this many times its expected time (+ the margin).
+The expected time is an estimate from the profile's figures; a time-out costs a fresh load
+and a requeue (three fail the shard), a limit twice too long only costs backfill chances."""
 
 
 @dataclass(frozen=True)
@@ -63,8 +76,9 @@ def expected_load_s(model: str | None, gen: GenerationSpec) -> tuple[float, str]
 
 def generation_work_s(config: dict[str, Any], instances: int,
                       gen: GenerationSpec) -> tuple[float, str]:
-    """Expected seconds one engine needs for the whole stage: instances x samples x the
-    run's max_tokens budget, at the profile's tokens/s for the model.  The budget is an
+    """Expected seconds one element's engine (a pool of `replicas`: that many times the
+    throughput) needs for the whole stage: instances x samples x the run's max_tokens
+    budget, at the profile's tokens/s for the model.  The budget is an
     upper bound on what is generated, so this is an upper bound on the work — and G an upper
     bound on the loads the work justifies."""
     model = config.get("model") or ""
@@ -72,8 +86,32 @@ def generation_work_s(config: dict[str, Any], instances: int,
     max_tokens = int((config.get("sampling") or {}).get("max_tokens") or 1024)
     tps, src = gen.throughput(model)
     tokens = instances * n * max_tokens
-    return tokens / tps, (f"{instances} instances x {n} sample(s) x {max_tokens} max_tokens = "
-                          f"{tokens:,} tokens at {tps:g} tokens/s ({src})")
+    reps = gen.replicas or 1  # a Ray pool's replicas generate side by side
+    return tokens / (tps * reps), (
+        f"{instances} instances x {n} sample(s) x {max_tokens} max_tokens = {tokens:,} tokens "
+        f"at {tps:g} tokens/s ({src})" + (f" x {reps} replicas (profile generation.replicas)"
+                                          if reps > 1 else ""))
+
+
+def element_estimate(config: dict[str, Any], instances: int,
+                     gen: GenerationSpec) -> tuple[float, float, str]:
+    """Expected (load seconds, generation seconds, why) of ONE element that runs
+    `instances` instances: one engine start plus its instances' share of the work."""
+    load, load_why = expected_load_s(config.get("model"), gen)
+    work, work_why = generation_work_s(config, instances, gen)
+    return load, work, f"load {load / 60:.1f} min ({load_why}); work {work / 60:.1f} min " \
+                       f"({work_why})"
+
+
+def generate_time_limit(config: dict[str, Any], instances: int,
+                        gen: GenerationSpec) -> JobTime:
+    """The SLURM time limit of one element of a sized stage (no profile `time`):
+    `TIME_SAFETY` x the expected element time (`element_estimate`) + the margin."""
+    load, work, why = element_estimate(config, instances, gen)
+    minutes = max(JOB_MIN_MIN, math.ceil(TIME_SAFETY * (load + work) / 60) + JOB_MARGIN_MIN)
+    return JobTime(minutes, "estimate",
+                   f"{TIME_SAFETY:g} x expected {(load + work) / 60:.1f} min [{why}] "
+                   f"+ {JOB_MARGIN_MIN} min margin, at least {JOB_MIN_MIN} min")
 
 
 def is_sized(stage: dict[str, Any], config: dict[str, Any]) -> bool:

@@ -29,11 +29,14 @@ Job ids go to jobs.json; submitit's own job objects are never consulted again.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..jobs import add_submissions
@@ -42,6 +45,9 @@ from ..rundir import RunDir
 from .base import Executor, SubmitResult
 
 DEFAULT_MAX_ARRAY_SIZE = 1001
+ENGINE_REPLICAS_ENV = "VERIBATCH_ENGINE_REPLICAS"
+"""Set in a GPU stage's jobs from the profile's ``generation.replicas``: the element's
+engines are a Ray pool of that many replicas over the nodes of its allocation."""
 
 
 class SubmitError(RuntimeError):
@@ -171,9 +177,10 @@ def chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def _job_minutes(spec: PartitionSpec, count: int, stage: dict[str, Any], model: str | None) -> int:
-    """See `launch.profiles.job_time` (model loading for stages that run the model)."""
-    return job_time(spec, stage, count, model).minutes
+def _job_minutes(spec: PartitionSpec, count: int, stage: dict[str, Any],
+                 config: dict[str, Any] | None, profile: Profile) -> int:
+    """See `launch.profiles.job_time` (a stage that runs the model: the sizing's estimate)."""
+    return job_time(spec, stage, count, config, profile.generation).minutes
 
 
 def sbatch_parameters(profile: Profile, spec: PartitionSpec, stage: dict[str, Any],
@@ -212,6 +219,13 @@ def sbatch_parameters(profile: Profile, spec: PartitionSpec, stage: dict[str, An
         0 if spec.gres else int(stage["gpus_per_task"]))
     if gpus:
         params["gpus_per_task"] = gpus
+    if spec.nodes and spec.nodes > 1:
+        # One copy of the shard process, on the first node; the others are for the Ray pool
+        # it starts (`inference.ray_cluster.job_pool`: srun --overlap steps).
+        params["nodes"] = spec.nodes
+        params["srun_args"] = ["--nodes=1", "--ntasks=1"]
+    if stage.get("resource") == "gpu" and profile.generation.replicas:
+        params["setup"].append(f"export {ENGINE_REPLICAS_ENV}={int(profile.generation.replicas)}")
     return params
 
 
@@ -254,10 +268,12 @@ class ShardJob:
         self.steal_until_s = steal_until_s
 
     def __call__(self, run_dir: str, stage: str, shard: int | list[int]) -> dict[str, Any]:
-        if isinstance(shard, list):
-            return self._several(run_dir, stage, shard)
-        o = self._one(run_dir, stage, shard)
-        return {"stage": o.stage, "shard": o.shard, "records": o.records, "skipped": o.skipped}
+        with _engine_scope():
+            if isinstance(shard, list):
+                return self._several(run_dir, stage, shard)
+            o = self._one(run_dir, stage, shard)
+            return {"stage": o.stage, "shard": o.shard, "records": o.records,
+                    "skipped": o.skipped}
 
     def _several(self, run_dir: str, stage: str, shards: list[int]) -> dict[str, Any]:
         """Every shard is attempted (each records its own failure in its error.json); the
@@ -371,6 +387,40 @@ def _element_age_s() -> float:
     return time.time() - psutil.Process().create_time()
 
 
+@contextlib.contextmanager
+def _engine_scope() -> Iterator[None]:
+    """With `ENGINE_REPLICAS_ENV` set (the profile's ``generation.replicas``), the element's
+    hf:/vllm: engines are a Ray pool over its allocation's nodes
+    (`inference.ray_cluster.job_pool`); a lost Ray head fails the element's shards that
+    were not done (each in its error.json), and `launch resume` runs them again.
+
+    After a lost head the element ends at once, exit code 1 (FAILED for SLURM, so its
+    dependants are not released): Ray's client would otherwise hold the process 60 s
+    waiting for the dead GCS and then kill it, and the failures are already recorded."""
+    replicas = int(os.environ.get(ENGINE_REPLICAS_ENV) or 0)
+    if not replicas:
+        yield
+        return
+    import traceback
+
+    from veribatch.inference.ray_cluster import job_pool
+
+    cluster = None
+    try:
+        with job_pool(replicas) as cluster:
+            yield
+    finally:
+        if cluster is not None and cluster.head_lost:
+            failed = sys.exc_info()[0] is not None
+            if failed:
+                traceback.print_exc()
+            print("the Ray head was lost: this element ends now"
+                  + (", its shards' failures are recorded (launch status; launch resume runs "
+                     "them again)" if failed else ""), flush=True)
+            sys.stderr.flush()
+            os._exit(1 if failed else 0)
+
+
 def _preempt_signal() -> int:
     from submitit.core.job_environment import JobEnvironment
 
@@ -470,7 +520,7 @@ class SlurmExecutor(Executor):
             spec = self.profile.for_resource(st["resource"], st["name"])
             units = stage_units(self.profile, manifest, st, shards, self.gpu_shards)
             per_element = max(sum(spans[k].count for k in u) for u in units)
-            minutes = _job_minutes(spec, per_element, st, manifest["config"].get("model"))
+            minutes = _job_minutes(spec, per_element, st, manifest["config"], self.profile)
             arrays[st["name"]] = []
             groups = dependency_groups(units, st["needs"], arrays, waiting_on, limit)
             for part, dep in groups:
