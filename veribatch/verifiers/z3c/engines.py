@@ -221,7 +221,38 @@ def run_spacer(
                 "reason": f"Spacer found a proof that could not be re-checked ({why})"}
     invs = invariants_from(ast, enc, interps, data_model=data_model, timeout_ms=2000,
                            deadline=deadline)
-    return {"answer": "safe", "proof": "spacer", "proof_checked": True, "invariants": invs}
+    out: dict[str, Any] = {"answer": "safe", "proof": "spacer", "proof_checked": True,
+                           "invariants": invs}
+    if enc.heap:
+        out["assumes"] = HEAP_ASSUMPTION
+        out["invariants_smt"] = smt_invariants(enc, interps, {i["loop"] for i in invs})
+    return out
+
+
+HEAP_ASSUMPTION = (
+    "no undefined behaviour: executions with an undefined memory access (NULL, freed, "
+    "dead or out of bounds, a malloc failure dereferenced) are outside the property, "
+    "as SV-COMP assumes for unreach-call; memory safety itself is not proved"
+)
+
+
+def smt_invariants(enc: Encoding, interps: dict[str, z3.BoolRef], in_c: set[int]) -> list[dict[str, Any]]:
+    """The re-checked invariants C cannot state (over the heap's arrays), as SMT-LIB terms.
+
+    Each predicate's body over its arguments, named by the C variables and the memory
+    model's ``$mem`` (integer contents), ``$pmem`` (pointer members), ``$size``
+    (object sizes, 0: not allocated) and ``$next`` (the next object's base).
+    """
+    sites = {s.label: s for s in enc.loop_sites}
+    out = []
+    for p in enc.preds:
+        if not p.label or p.label in in_c:
+            continue
+        args = [z3.Const(v.cname, p.decl.domain(i)) for i, v in enumerate(p.sig)]
+        body = z3.simplify(chc.apply_interp(interps[p.decl.name()], args))
+        out.append({"loop": p.label, "line": sites[p.label].line, "predicate": p.decl.name(),
+                    "smt": body.sexpr()})
+    return out
 
 
 def run_bmc(

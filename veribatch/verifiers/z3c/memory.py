@@ -55,7 +55,15 @@ from veribatch.verifiers.z3c.ir import State, Unsupported, Val, Var
 
 
 class BmcOnly(Unsupported):
-    """A memory construct: outside the Horn encoding, inside bounded model checking."""
+    """A construct outside the Horn encoding, inside bounded model checking (floats)."""
+
+
+class HeapNeeded(BmcOnly):
+    """A memory construct met by a Horn encoding built without the heap (`encode.encode`
+    then encodes again with it: programs without memory keep predicates over integers)."""
+
+
+HEAP_KEYS = ("$mem", "$pmem", "$size", "$next")
 
 
 @dataclass(frozen=True)
@@ -280,7 +288,7 @@ class MemoryMixin:
                 return None
             value = self.coerce(v, t, decl)
             if decl.name in self.havoc:
-                value = self.fresh(decl.name)  # outside the cone of influence: any value
+                value = self.fresh_like(decl.name, value)  # outside the cone of influence: any value
         elif isinstance(t, PtrType):
             # indeterminate: NULL or no object (any dereference is undefined)
             value = z3.Const(f"{decl.name}!{next(self.counter)}", ptr_sort())
@@ -498,9 +506,13 @@ class MemoryMixin:
 
     # ------------------------------------------------------------------ the heap
     def need_heap(self, construct: str, node: c_ast.Node | None) -> None:
-        """Memory constructs are encoded for BMC only."""
-        if self.mode != "unroll":
-            raise BmcOnly(construct, node)
+        """A memory construct: the Horn encoding must carry the heap (`HeapNeeded`)."""
+        if self.mode != "unroll" and not self.heap:
+            raise HeapNeeded(construct, node)
+
+    def heap_vars(self, env: dict[str, z3.ExprRef]) -> list[Var]:
+        """The heap's entries of `env` as predicate arguments (after the C variables)."""
+        return [Var(k, k, self.int_t) for k in HEAP_KEYS if k in env]
 
     def ptr_type(self, target: CType | None) -> PtrType:
         w = 64 if self.dm == "LP64" else 32

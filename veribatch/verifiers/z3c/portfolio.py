@@ -332,6 +332,9 @@ def verify_text(
                 if ans == "safe":
                     extras = {"proof": got.get("proof"), "invariants": got.get("invariants", []),
                               "proof_checked": True, "portfolio": log}
+                    for key in ("assumes", "invariants_smt"):  # Spacer over the heap
+                        if key in got:
+                            extras[key] = got[key]
                     return Outcome("TRUE", None, {**extras, **_repairs(text)})
                 if ans == "false":
                     return Outcome("FALSE", None, {"counterexample": got.get("counterexample"),
