@@ -230,9 +230,9 @@ def run_spacer(
 
 
 HEAP_ASSUMPTION = (
-    "no undefined behaviour: executions with an undefined memory access (NULL, freed, "
-    "dead or out of bounds, a malloc failure dereferenced) are outside the property, "
-    "as SV-COMP assumes for unreach-call; memory safety itself is not proved"
+    "memory model of unreach-call (as UAutomizer's): a NULL dereference ends the execution; "
+    "other undefined accesses (freed, dead, out of bounds, double free) are not checked and "
+    "act on the model's per-object cells; memory safety itself is not proved"
 )
 
 

@@ -498,7 +498,7 @@ class MemoryMixin:
         if name not in lay.fields:
             raise Unsupported(f"struct {t.tag} has no member {name}", node)
         slot, ft, _ = lay.fields[name]
-        s = self.defined(s, self.in_bounds(s, p.expr, t))
+        s = self.defined(s, self.in_bounds(s, p.expr, t), crash=base_of(p.expr) == 0)
         if s is None:
             return None, dummy
         off = z3.simplify(off_of(p.expr) * len(lay.fields) + slot)
@@ -530,8 +530,17 @@ class MemoryMixin:
             env["$pmem"] = z3.Store(env["$pmem"], base, z3.K(z3.IntSort(), null()))
         return state.with_env(env), mk_ptr(base, z3.IntVal(0))
 
-    def defined(self, state: State, ok: z3.BoolRef) -> State | None:
-        """Continue where `ok` holds; the rest of the paths is undefined behaviour: cut."""
+    def defined(self, state: State, ok: z3.BoolRef, crash: z3.BoolRef | None = None) -> State | None:
+        """BMC: continue where `ok` holds; the rest of the paths is undefined behaviour: cut
+        (and a complete unrolling must show it infeasible).
+
+        Horn encoding: an access through NULL (`crash`) ends the execution (a segmentation
+        fault: `reach_error` is not reached after it); any other undefined access is not
+        checked and acts on the model's arrays, as in UAutomizer's memory model for
+        unreach-call, so every execution still counts and a proof covers them all.
+        """
+        if self.mode == "chc":
+            return state if crash is None else state.assume(z3.simplify(z3.Not(crash)))
         ok = z3.simplify(ok)
         if not z3.is_true(ok):
             self.cut = True
@@ -548,7 +557,7 @@ class MemoryMixin:
         assert isinstance(t, PtrType)
         if t.target is None:
             raise Unsupported("dereference of a void pointer unsupported", node)
-        s = self.defined(state, self.in_bounds(state, p.expr, t.target))
+        s = self.defined(state, self.in_bounds(state, p.expr, t.target), crash=base_of(p.expr) == 0)
         return s, MemLoc(z3.simplify(base_of(p.expr)), z3.simplify(off_of(p.expr)), t.target)
 
     def load(self, state: State, loc: MemLoc) -> tuple[State | None, Val]:
