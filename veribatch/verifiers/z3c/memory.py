@@ -15,15 +15,20 @@ Contents start unconstrained (a fresh ``$mem``: stack and heap garbage) except
 for globals and `calloc` (zero) and initializer lists.  An access is defined when
 ``0 <= offset`` and ``(offset + 1) * sizeof(T) <= $size[base]``; a path on which
 it is not (out of bounds, NULL, freed or dead object, pointers of two objects
-compared) is undefined behaviour: it is cut like a path longer than the
-unrolling bound, so a complete unrolling (a TRUE) also proves every access
-defined, and a counterexample is still only one that gcc replays.  `malloc`
-and `calloc` may return NULL (an arbitrary choice, not an input): a program
-must handle it (a dereference of NULL is cut) to be proved.
+compared) is undefined behaviour.  In bounded model checking (``unroll``) it is
+cut like a path longer than the unrolling bound, so a complete unrolling (a
+TRUE) also proves every access defined, and a counterexample is still only one
+that gcc replays.  `malloc` and `calloc` may return NULL (an arbitrary choice,
+not an input): a program must handle it (a dereference of NULL is cut) to be
+proved by unrolling.
 
-The heap is modelled in bounded model checking (``unroll`` mode) only: in the
-Horn encoding (``chc``) every memory construct raises `BmcOnly`, an
-`Unsupported` the portfolio answers by running BMC alone.
+In the Horn encoding (``chc``) the heap's four entries are arguments of every
+predicate (`HEAP_KEYS`, only for programs that use memory: `HeapNeeded`), and the
+model is UAutomizer's for unreach-call (`defined`): a dereference of NULL ends
+the execution (a segmentation fault), any other undefined access is not checked
+and acts on the object's cells.  That agrees with C on every execution without
+undefined behaviour, and never hides an error reached after an undefined
+access.  Memory safety is not proved (`engines.HEAP_ASSUMPTION`).
 
 Structs (`malloc(sizeof(struct T))`, struct locals, globals and arrays of them):
 a struct object is one heap object of ``sizeof(struct T)`` bytes (members
