@@ -239,16 +239,17 @@ HEAP_ASSUMPTION = (
 def smt_invariants(enc: Encoding, interps: dict[str, z3.BoolRef], in_c: set[int]) -> list[dict[str, Any]]:
     """The re-checked invariants C cannot state (over the heap's arrays), as SMT-LIB terms.
 
-    Each predicate's body over its arguments, named by the C variables and the memory
-    model's ``$mem`` (integer contents), ``$pmem`` (pointer members), ``$size``
-    (object sizes, 0: not allocated) and ``$next`` (the next object's base).
+    Each predicate's body over its arguments, named by the C variables (`name#k` for a
+    shadowing one) and the memory model's ``$mem`` (integer contents), ``$pmem``
+    (pointer members), ``$size`` (object sizes, 0: not allocated) and ``$next`` (the
+    next object's base); a pointer is ``(ptr base offset)``.
     """
     sites = {s.label: s for s in enc.loop_sites}
     out = []
     for p in enc.preds:
         if not p.label or p.label in in_c:
             continue
-        args = [z3.Const(v.cname, p.decl.domain(i)) for i, v in enumerate(p.sig)]
+        args = [z3.Const(v.uid, p.decl.domain(i)) for i, v in enumerate(p.sig)]
         body = z3.simplify(chc.apply_interp(interps[p.decl.name()], args))
         out.append({"loop": p.label, "line": sites[p.label].line, "predicate": p.decl.name(),
                     "smt": body.sexpr()})
