@@ -20,7 +20,7 @@ import z3
 from z3c_programs import prog
 
 from veribatch.verifiers.result import Status
-from veribatch.verifiers.z3c import api, chc, engines
+from veribatch.verifiers.z3c import api, cexpr, chc, engines, memory
 from veribatch.verifiers.z3c.encode import encode
 from veribatch.verifiers.z3c.engines import parsed
 
@@ -124,3 +124,20 @@ def test_invbench_easy_list_programs(shared_data: Path, invbench_easy: Path):
         assert res.status in want, (name, res.status, res.reason)
         if res.status is Status.TRUE:
             assert res.extras["proof"] == "spacer" and res.extras["proof_checked"] is True
+
+
+def test_pointer_invariant_round_trips_through_c():
+    """`t != NULL` at a heap loop head prints as C (`memory.null` as 0) and reads back equal."""
+    text = UNBOUNDED % ("", "h->v == 7")
+    ast = parsed(text)
+    enc = encode(ast, mode="chc")
+    p = next(p for p in enc.preds if p.label == 1)
+    i = next(k for k, v in enumerate(p.sig) if v.cname == "t")
+    body = z3.Var(i, p.decl.domain(i)) != memory.null()
+    c_text = cexpr.to_c(body, p)
+    assert "0" in c_text and "ptr" not in c_text, c_text
+    back = cexpr.to_formula(c_text, p, ast)
+    args = [z3.Const(f"a{k}", p.decl.domain(k)) for k in range(p.decl.arity())]
+    s = z3.Solver()
+    s.add(z3.substitute_vars(back, *args) != z3.substitute_vars(body, *args))
+    assert s.check() == z3.unsat, (c_text, back)
