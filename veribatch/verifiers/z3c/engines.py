@@ -29,7 +29,8 @@ from veribatch.verifiers import cfront
 from veribatch.verifiers.z3c import cexpr, chc, replay, slicing
 from veribatch.verifiers.z3c.encode import Encoding, encode
 
-ENCODING_VERSION = "2"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE
+ENCODING_VERSION = "3"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE;
+# 3: the heap in the Horn encoding (Spacer proves memory programs, NULL dereference ends a run)
 MEMBERS = ("spacer", "spacer-nla", "bmc", "spacer-global")
 # Z3's Python API shares one context per process and is not thread-safe: every
 # in-process use of Z3 (encoding, candidate checks, in-process members) holds this.
