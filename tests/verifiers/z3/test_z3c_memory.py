@@ -1,9 +1,10 @@
 """The memory model (`verifiers.z3c.memory`): stack arrays, malloc'd buffers, pointers.
 
 Bounded model checking reads and writes a heap of objects; a FALSE is only a trace
-that gcc replays, a TRUE only a complete unrolling in which every access is defined.
-Undefined accesses (out of bounds, freed memory) never yield TRUE, and what the
-model leaves out stays UNKNOWN naming it.
+that gcc replays, a TRUE a complete unrolling in which every access is defined or a
+Spacer proof over the heap (re-checked, naming its memory model: `test_z3c_heap_horn`).
+Undefined accesses (out of bounds, freed memory) never yield a complete-unrolling
+TRUE, and what the model leaves out stays UNKNOWN naming it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import pytest
 from z3c_programs import prog
 
 from veribatch.verifiers.result import Status
-from veribatch.verifiers.z3c import api
+from veribatch.verifiers.z3c import api, portfolio
+from veribatch.verifiers.z3c.engines import HEAP_ASSUMPTION
 
 MALLOC = "void *malloc(unsigned int size); void free(void *p); void *calloc(unsigned int n, unsigned int s);\n"
 
@@ -62,6 +64,8 @@ def test_memory_construct_verdict_with_certificate(name, expected, text):
     assert str(res.status) == expected, (name, res.status, res.reason)
     if res.status is Status.FALSE:
         assert res.extras["counterexample"]["replay"] == "reach_error reached by the compiled program"
+    elif res.extras["proof"] == "spacer":
+        assert res.extras["proof_checked"] is True and res.extras["assumes"] == HEAP_ASSUMPTION
     else:
         assert res.extras["proof"] == "complete-unrolling"
 
@@ -75,19 +79,21 @@ def test_memory_construct_verdict_with_certificate(name, expected, text):
                                  "  __VERIFIER_assert(*p == 1); free(p); return 0; }"),
 ])
 def test_undefined_access_is_never_a_proof(name, body):
-    """Each program is 'safe' only by ignoring undefined behaviour (a NULL from malloc too): no TRUE."""
-    res = api.verify(prog(body), 2, in_process=True)
-    assert res.status is Status.UNKNOWN, (res.status, res.reason)
-    assert "bounded model checking alone decided nothing" in res.reason
+    """Each program is 'safe' only by ignoring undefined behaviour (a NULL from malloc too):
+    never a complete unrolling; a Spacer TRUE holds in the memory model it names."""
+    out = portfolio.verify_text(prog(body), 2, members=("bmc",), in_process=True)
+    assert out.status in ("UNKNOWN", "TIMEOUT"), (out.status, out.reason)
+    res = api.verify(prog(body), 5, in_process=True)
+    if res.status is Status.TRUE:
+        assert res.extras["proof"] == "spacer" and res.extras["assumes"] == HEAP_ASSUMPTION
 
 
-def test_unbounded_array_loop_is_bmc_only_and_says_so():
+def test_unbounded_array_loop_is_proved_over_the_heap():
     text = prog("int main() { int n = __VERIFIER_nondet_int(); if (n <= 0) return 0; int a[n]; int i;\n"
                 "  for (i = 0; i < n; i++) a[i] = 1; __VERIFIER_assert(a[0] == 1); return 0; }")
-    res = api.verify(text, 2, in_process=True)
-    assert res.status is Status.UNKNOWN
-    assert res.reason.startswith("unsupported: arrays unsupported (line 12) in the Horn encoding")
-    assert {p["member"] for p in res.extras["portfolio"]} == {"bmc"}
+    res = api.verify(text, 20, in_process=True)
+    assert res.status is Status.TRUE, (res.status, res.reason)
+    assert res.extras["proof"] == "spacer" and res.extras["proof_checked"] is True
 
 
 @pytest.mark.parametrize(("construct", "body"), [

@@ -2,8 +2,9 @@
 
 A struct object is one heap object; its integer members live in ``$mem`` and its
 pointer members in ``$pmem``, element ``off * nfields + slot``.  As for arrays, a
-TRUE is only a complete unrolling in which every member access is defined (no
-NULL, freed or out-of-bounds node), a FALSE only a trace gcc replays, and what the
+TRUE is a complete unrolling in which every member access is defined (no NULL,
+freed or out-of-bounds node) or a re-checked Spacer proof over the heap naming its
+memory model (`test_z3c_heap_horn`), a FALSE only a trace gcc replays, and what the
 model leaves out (unions, struct values, array or struct members) stays UNKNOWN
 naming the construct.  The programs call `malloc`/`free` without a prototype, as
 SV-COMP files do once `<stdlib.h>` is gone: the replay must declare them.
@@ -18,8 +19,8 @@ import pytest
 from z3c_programs import prog
 
 from veribatch.verifiers.result import Status
-from veribatch.verifiers.z3c import api, replay
-from veribatch.verifiers.z3c.engines import parsed
+from veribatch.verifiers.z3c import api, portfolio, replay
+from veribatch.verifiers.z3c.engines import HEAP_ASSUMPTION, parsed
 
 LIST = """
 typedef struct node { int data; struct node *next; } Node;
@@ -89,9 +90,10 @@ def test_struct_program_verdict_with_certificate(name, expected, text):
     assert str(res.status) == expected, (name, res.status, res.reason)
     if res.status is Status.FALSE:
         assert res.extras["counterexample"]["replay"] == "reach_error reached by the compiled program"
+    elif res.extras["proof"] == "spacer":  # structs are in the Horn encoding too
+        assert res.extras["proof_checked"] is True and res.extras["assumes"] == HEAP_ASSUMPTION
     else:
         assert res.extras["proof"] == "complete-unrolling"
-    assert {p["member"] for p in res.extras["portfolio"]} == {"bmc"}  # structs: BMC only
 
 
 @pytest.mark.parametrize(("name", "body"), [
@@ -109,9 +111,13 @@ def test_struct_program_verdict_with_certificate(name, expected, text):
                      "  __VERIFIER_assert(p->n->v == p->n->v); return 0; }"),
 ])
 def test_undefined_member_access_is_never_a_proof(name, body):
-    """'Safe' only by ignoring undefined behaviour: no TRUE."""
+    """'Safe' only by ignoring undefined behaviour: never a complete unrolling; a Spacer
+    TRUE holds in the memory model it names (a NULL dereference ends the execution)."""
+    out = portfolio.verify_text(prog(body), 3, members=("bmc",), in_process=True)
+    assert out.status in ("UNKNOWN", "TIMEOUT"), (name, out.status, out.reason)
     res = api.verify(prog(body), 5, in_process=True)
-    assert res.status is Status.UNKNOWN, (name, res.status, res.reason)
+    if res.status is Status.TRUE:
+        assert res.extras["proof"] == "spacer" and res.extras["assumes"] == HEAP_ASSUMPTION
 
 
 @pytest.mark.parametrize(("construct", "body"), [
@@ -131,16 +137,14 @@ def test_outside_the_struct_model_is_unknown_with_reason(construct, body):
     assert res.status is Status.UNKNOWN and construct in res.reason, res.reason
 
 
-def test_unbounded_list_is_bmc_only_and_never_true():
-    """A list of any length: no complete unrolling, and structs are outside the Horn encoding."""
+def test_unbounded_list_is_never_a_complete_unrolling():
+    """A list of any length: BMC alone cannot prove it (Spacer can: `test_z3c_heap_horn`)."""
     text = prog("struct s { struct s *n; };\n"
                 "int main() { struct s *h = 0; while (__VERIFIER_nondet_int()) {\n"
                 "  struct s *p = malloc(sizeof(struct s)); if (!p) return 0; p->n = h; h = p; }\n"
                 "  while (h) { struct s *t = h->n; free(h); h = t; } return 0; }")
-    res = api.verify(text, 3, in_process=True)
-    assert res.status in (Status.UNKNOWN, Status.TIMEOUT), res.status
-    assert "in the Horn encoding" in res.reason, res.reason
-    assert {p["member"] for p in res.extras["portfolio"]} == {"bmc"}
+    out = portfolio.verify_text(text, 3, members=("bmc",), in_process=True)
+    assert out.status in ("UNKNOWN", "TIMEOUT"), out.status
 
 
 def test_replay_declares_malloc_and_leaves_struct_locals_alone():
@@ -155,15 +159,16 @@ def test_replay_declares_malloc_and_leaves_struct_locals_alone():
 
 
 def test_invbench_easy_list_programs_never_wrong(shared_data: Path, invbench_easy: Path):
-    """sll/dll (TRUE upstream): now read by the memory model, but their lists are unbounded,
-    so BMC alone cannot prove them: UNKNOWN, never FALSE, no longer 'structs unsupported'."""
+    """sll/dll (TRUE upstream): their lists are unbounded, so BMC alone cannot prove them:
+    UNKNOWN, never FALSE (Spacer over the heap proves some: `test_z3c_heap_horn`)."""
     timing = json.loads((shared_data / "invbench" / "Dataset" / "Evaluation" / "timing_easy.json").read_text())
     expected = {r["file"]: r["result"] for r in timing}
     for name in ("sll-01-1_8.c", "dll-rb-cnstr_1-2_3.c"):
         assert expected[name] == "TRUE"
-        res = api.verify((invbench_easy / name).read_text(), 4, in_process=True, filename=name)
-        assert res.status in (Status.UNKNOWN, Status.TIMEOUT), (name, res.status)
-        assert "in the Horn encoding" in res.reason and "unsupported: structs" not in res.reason, res.reason
+        out = portfolio.verify_text((invbench_easy / name).read_text(), 4, members=("bmc",),
+                                    in_process=True, filename=name)
+        assert out.status in ("UNKNOWN", "TIMEOUT"), (name, out.status)
+        assert "unsupported" not in (out.reason or ""), out.reason
 
 
 def test_invbench_easy_dll_false_is_replayed_and_matches_uautomizers_rerun(shared_data: Path, invbench_easy: Path):

@@ -37,6 +37,7 @@ import z3
 from veribatch.verifiers.z3c import cexpr, chc, engines
 from veribatch.verifiers.z3c.cexpr import CandidateError
 from veribatch.verifiers.z3c.encode import Clause, Pred
+from veribatch.verifiers.z3c.memory import HEAP_KEYS
 
 
 @dataclass
@@ -209,7 +210,8 @@ def _in_ranges(app: z3.BoolRef, pred: Pred | None) -> z3.BoolRef:
     if pred is None:
         return z3.BoolVal(True)
     return z3.And(*[
-        z3.And(a >= v.ctype.lo, a <= v.ctype.hi) for a, v in zip(app.children(), pred.sig, strict=True)
+        z3.And(a >= v.ctype.lo, a <= v.ctype.hi)
+        for a, v in zip(app.children(), pred.sig, strict=True) if z3.is_int(a) and v.uid not in HEAP_KEYS
     ])
 
 

@@ -40,8 +40,9 @@ def to_formula(
         raise CandidateError(
             f"candidate {expr!r} has side effects (calls, assignments or ++/--)"
         )
-    enc = _expr_encoder(ast, data_model)
-    consts = [z3.Int(f"__s{i}") for i in range(len(pred.sig))]
+    sorts = [pred.decl.domain(i) for i in range(len(pred.sig))]
+    enc = _expr_encoder(ast, data_model, any(v.uid == "$size" for v in pred.sig))
+    consts = [z3.Const(f"__s{i}", sorts[i]) for i in range(len(pred.sig))]
     visible = _visible_vars(pred)
     enc.frames = [[{name: pred.sig[i] for name, i in visible.items()}]]
     state = State((), (), {v.uid: consts[i] for i, v in enumerate(pred.sig)}, z3.IntVal(0))
@@ -52,14 +53,15 @@ def to_formula(
     if s is None:
         raise CandidateError(f"candidate {expr!r} has no value")
     f = z3.And(*s.cond, val.as_bool()) if s.cond else val.as_bool()
-    pairs = [(c, z3.Var(i, z3.IntSort())) for i, c in enumerate(consts)]
+    pairs = [(c, z3.Var(i, sorts[i])) for i, c in enumerate(consts)]
     return z3.substitute(f, *pairs) if pairs else f
 
 
 @lru_cache(maxsize=64)
-def _expr_encoder(ast: c_ast.FileAST, data_model: str) -> Encoder:
-    """One evaluator per program (building one scans the whole AST)."""
-    enc = Encoder(ast, mode="chc", data_model=data_model)
+def _expr_encoder(ast: c_ast.FileAST, data_model: str, heap: bool = False) -> Encoder:
+    """One evaluator per program (building one scans the whole AST); with `heap`, a candidate
+    may read memory (`p->f`, `*p`) from the heap in the loop head's signature."""
+    enc = Encoder(ast, mode="chc", data_model=data_model, heap=heap)
     for ext in ast.ext:  # typedefs used by casts in candidates
         if isinstance(ext, c_ast.Typedef):
             enc.typedefs[ext.name] = ext.type
@@ -112,6 +114,8 @@ def _print(e: z3.ExprRef, names: dict[int, str]) -> str:
         raise NotExpressible("quantified formula")
     if not z3.is_app(e):
         raise NotExpressible(f"cannot print {e}")
+    if e.decl().name() == "ptr" and all(z3.is_int_value(a) and a.as_long() == 0 for a in e.children()):
+        return "0"  # the memory model's NULL (`memory.null`)
     k = e.decl().kind()
     args = [_print(a, names) for a in e.children()]
 

@@ -96,13 +96,14 @@ class ControlFlowMixin:
             raise AssertionError("predicates in unroll mode")
         live = {v.uid: v for v in self.live_vars()}
         sig = [live.get(k) or Var(k, k, self.int_t) for k in keys]
-        decl = z3.Function(f"join{len(self.preds)}", *[z3.IntSort()] * len(sig), z3.BoolSort())
+        sorts = [states[0].env[k].sort() for k in keys]
+        decl = z3.Function(f"join{len(self.preds)}", *sorts, z3.BoolSort())
         self.preds.append(Pred(decl, sig, None, 0))
         for s in states:
             self.clauses.append(
                 Clause(s.preds, z3.And(*s.cond), decl(*[s.env[k] for k in keys]), 0, "join")
             )
-        fresh = {k: self.fresh(k) for k in keys}
+        fresh = {k: self.fresh_like(k, states[0].env[k]) for k in keys}
         return State((decl(*[fresh[k] for k in keys]),), (), fresh, states[0].nd)
 
     def emit_error(self, state: State | None, line: int) -> None:
@@ -404,22 +405,23 @@ class ControlFlowMixin:
 
     def _loop_chc(self, s: State, node: c_ast.Node, label: int, line: int) -> Outcomes:
         live = self.live_vars()
-        keys = [v.uid for v in live if v.uid in s.env]
-        sig = [v for v in live if v.uid in s.env]
+        sig = [v for v in live if v.uid in s.env] + self.heap_vars(s.env)
+        keys = [v.uid for v in sig]
         inst = self.instances.get(label, 0)
         self.instances[label] = inst + 1
         name = f"inv{label}" if inst == 0 else f"inv{label}_{inst}"
-        decl = z3.Function(name, *[z3.IntSort()] * len(sig), z3.BoolSort())
+        decl = z3.Function(name, *[s.env[k].sort() for k in keys], z3.BoolSort())
         visible = {name: v.uid for name, v in self.globals.items()}
         for scope in self.frames[-1]:
             visible.update({name: v.uid for name, v in scope.items()})
         self.preds.append(Pred(decl, sig, label, line, visible))
         self.clauses.append(Clause(s.preds, z3.And(*s.cond), decl(*[s.env[k] for k in keys]), line, "init"))
-        head_env = {k: z3.Int(f"{k}@{name}") for k in keys}
+        head_env = {k: z3.Const(f"{k}@{name}", s.env[k].sort()) for k in keys}
         # Unsigned and _Bool variables always hold values of their type (they wrap);
         # stating it helps Spacer.  Signed ones are left unbounded (see cint).
         facts = tuple(
-            cint.in_range(head_env[v.uid], v.ctype) for v in sig if not v.ctype.signed
+            cint.in_range(head_env[v.uid], v.ctype)
+            for v in sig if not v.ctype.signed and z3.is_int(head_env[v.uid])
         )
         head = State((decl(*[head_env[k] for k in keys]),), facts, head_env, s.nd)
         out, back = self._iteration(head, node)

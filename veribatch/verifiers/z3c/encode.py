@@ -50,7 +50,7 @@ from veribatch.verifiers.z3c.ir import (
     Val,
     Var,
 )
-from veribatch.verifiers.z3c.memory import BmcOnly, Layout, MemoryMixin, heap_env
+from veribatch.verifiers.z3c.memory import BmcOnly, HeapNeeded, Layout, MemoryMixin, heap_env
 
 __all__ = [
     "BmcOnly", "Clause", "Encoder", "Encoding", "ErrorPath", "Mode", "Outcomes", "Pred", "State",
@@ -70,8 +70,11 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         data_model: str = "ILP32",
         should_stop: Callable[[], bool] | None = None,
         havoc: frozenset[str] = frozenset(),
+        heap: bool = False,
     ):
         self.ast = ast
+        # chc mode: the heap ($mem, $pmem, $size, $next) is carried through the predicates
+        self.heap = heap or mode == "unroll"
         # chc mode: names outside the cone of influence (`slicing`), assigned arbitrary values
         self.havoc = havoc if mode == "chc" else frozenset()
         self.mode = mode
@@ -115,6 +118,10 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
     def fresh(self, base: str) -> z3.ArithRef:
         return z3.Int(f"{base}!{next(self.counter)}")
 
+    def fresh_like(self, base: str, like: z3.ExprRef) -> z3.ExprRef:
+        """A fresh term of `like`'s sort (an integer, a pointer, an array)."""
+        return self.fresh(base) if z3.is_int(like) else z3.FreshConst(like.sort(), base)
+
     def new_uid(self, cname: str) -> str:
         uid = cname
         while uid in self.uids:
@@ -124,7 +131,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
 
     # ------------------------------------------------------------------ program
     def encode(self) -> Encoding:
-        init = State((), (), heap_env() if self.mode == "unroll" else {}, z3.IntVal(0))
+        init = State((), (), heap_env() if self.heap else {}, z3.IntVal(0))
         state: State | None = init
         for ext in self.ast.ext:
             if isinstance(ext, c_ast.Typedef):
@@ -160,7 +167,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
     def _result(self) -> Encoding:
         return Encoding(
             self.mode, self.preds, self.clauses, self.errors, self.nd_func, self.sites,
-            self.cut, self.cut_guards, self.definitions, self.nd_kind, self.nd_bits,
+            self.cut, self.cut_guards, self.definitions, self.nd_kind, self.nd_bits, self.heap,
         )
 
 
@@ -173,6 +180,19 @@ def encode(
     should_stop: Callable[[], bool] | None = None,
     havoc: frozenset[str] = frozenset(),
 ) -> Encoding:
-    """Encode `main` of `ast`; raises `Unsupported`."""
-    return Encoder(ast, mode=mode, depth=depth, data_model=data_model, should_stop=should_stop,
-                   havoc=havoc).encode()
+    """Encode `main` of `ast`; raises `Unsupported`.
+
+    A Horn encoding is first built without the heap; a program that uses memory
+    (`memory.HeapNeeded`) is encoded again with the heap as predicate arguments, so
+    programs without memory keep predicates over integers only.
+    """
+    def build(heap: bool) -> Encoding:
+        return Encoder(ast, mode=mode, depth=depth, data_model=data_model, should_stop=should_stop,
+                       havoc=havoc, heap=heap).encode()
+
+    if mode != "chc":
+        return build(False)
+    try:
+        return build(False)
+    except HeapNeeded:
+        return build(True)

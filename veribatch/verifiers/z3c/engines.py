@@ -29,7 +29,8 @@ from veribatch.verifiers import cfront
 from veribatch.verifiers.z3c import cexpr, chc, replay, slicing
 from veribatch.verifiers.z3c.encode import Encoding, encode
 
-ENCODING_VERSION = "2"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE
+ENCODING_VERSION = "3"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE;
+# 3: the heap in the Horn encoding (Spacer proves memory programs, NULL dereference ends a run)
 MEMBERS = ("spacer", "spacer-nla", "bmc", "spacer-global")
 # Z3's Python API shares one context per process and is not thread-safe: every
 # in-process use of Z3 (encoding, candidate checks, in-process members) holds this.
@@ -221,7 +222,39 @@ def run_spacer(
                 "reason": f"Spacer found a proof that could not be re-checked ({why})"}
     invs = invariants_from(ast, enc, interps, data_model=data_model, timeout_ms=2000,
                            deadline=deadline)
-    return {"answer": "safe", "proof": "spacer", "proof_checked": True, "invariants": invs}
+    out: dict[str, Any] = {"answer": "safe", "proof": "spacer", "proof_checked": True,
+                           "invariants": invs}
+    if enc.heap:
+        out["assumes"] = HEAP_ASSUMPTION
+        out["invariants_smt"] = smt_invariants(enc, interps, {i["loop"] for i in invs})
+    return out
+
+
+HEAP_ASSUMPTION = (
+    "memory model of unreach-call (as UAutomizer's): a NULL dereference ends the execution; "
+    "other undefined accesses (freed, dead, out of bounds, double free) are not checked and "
+    "act on the model's per-object cells; memory safety itself is not proved"
+)
+
+
+def smt_invariants(enc: Encoding, interps: dict[str, z3.BoolRef], in_c: set[int]) -> list[dict[str, Any]]:
+    """The re-checked invariants C cannot state (over the heap's arrays), as SMT-LIB terms.
+
+    Each predicate's body over its arguments, named by the C variables (`name#k` for a
+    shadowing one) and the memory model's ``$mem`` (integer contents), ``$pmem``
+    (pointer members), ``$size`` (object sizes, 0: not allocated) and ``$next`` (the
+    next object's base); a pointer is ``(ptr base offset)``.
+    """
+    sites = {s.label: s for s in enc.loop_sites}
+    out = []
+    for p in enc.preds:
+        if not p.label or p.label in in_c:
+            continue
+        args = [z3.Const(v.uid, p.decl.domain(i)) for i, v in enumerate(p.sig)]
+        body = z3.simplify(chc.apply_interp(interps[p.decl.name()], args))
+        out.append({"loop": p.label, "line": sites[p.label].line, "predicate": p.decl.name(),
+                    "smt": body.sexpr()})
+    return out
 
 
 def run_bmc(

@@ -212,7 +212,7 @@ class ExpressionsMixin:
                 pt = cint.common_type(cur.ctype, self.int_t, self.dm)
                 new = cint.convert(cint.convert(cur.expr, cur.ctype, pt) + delta, pt, cur.ctype)
             if isinstance(loc, Var) and loc.cname in self.havoc:
-                new = self.fresh(loc.uid)  # outside the cone of influence: any value
+                new = self.fresh_like(loc.uid, new)  # outside the cone of influence: any value
             s = self.write(s, loc, new)
             return s, Val(cur.expr if op.startswith("p") else new, cur.ctype)
         s, v = self.eval(state, node.expr)
@@ -347,7 +347,7 @@ class ExpressionsMixin:
                 v = self.arith(node.op[:-1], cur, v, node)
         new = self.coerce(v, loc.ctype, node)
         if isinstance(loc, Var) and loc.cname in self.havoc:
-            new = self.fresh(loc.uid)  # outside the cone of influence: any value
+            new = self.fresh_like(loc.uid, new)  # outside the cone of influence: any value
         return self.write(s, loc, new), Val(new, loc.ctype)
 
 

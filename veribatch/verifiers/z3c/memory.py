@@ -15,15 +15,20 @@ Contents start unconstrained (a fresh ``$mem``: stack and heap garbage) except
 for globals and `calloc` (zero) and initializer lists.  An access is defined when
 ``0 <= offset`` and ``(offset + 1) * sizeof(T) <= $size[base]``; a path on which
 it is not (out of bounds, NULL, freed or dead object, pointers of two objects
-compared) is undefined behaviour: it is cut like a path longer than the
-unrolling bound, so a complete unrolling (a TRUE) also proves every access
-defined, and a counterexample is still only one that gcc replays.  `malloc`
-and `calloc` may return NULL (an arbitrary choice, not an input): a program
-must handle it (a dereference of NULL is cut) to be proved.
+compared) is undefined behaviour.  In bounded model checking (``unroll``) it is
+cut like a path longer than the unrolling bound, so a complete unrolling (a
+TRUE) also proves every access defined, and a counterexample is still only one
+that gcc replays.  `malloc` and `calloc` may return NULL (an arbitrary choice,
+not an input): a program must handle it (a dereference of NULL is cut) to be
+proved by unrolling.
 
-The heap is modelled in bounded model checking (``unroll`` mode) only: in the
-Horn encoding (``chc``) every memory construct raises `BmcOnly`, an
-`Unsupported` the portfolio answers by running BMC alone.
+In the Horn encoding (``chc``) the heap's four entries are arguments of every
+predicate (`HEAP_KEYS`, only for programs that use memory: `HeapNeeded`), and the
+model is UAutomizer's for unreach-call (`defined`): a dereference of NULL ends
+the execution (a segmentation fault), any other undefined access is not checked
+and acts on the object's cells.  That agrees with C on every execution without
+undefined behaviour, and never hides an error reached after an undefined
+access.  Memory safety is not proved (`engines.HEAP_ASSUMPTION`).
 
 Structs (`malloc(sizeof(struct T))`, struct locals, globals and arrays of them):
 a struct object is one heap object of ``sizeof(struct T)`` bytes (members
@@ -55,7 +60,15 @@ from veribatch.verifiers.z3c.ir import State, Unsupported, Val, Var
 
 
 class BmcOnly(Unsupported):
-    """A memory construct: outside the Horn encoding, inside bounded model checking."""
+    """A construct outside the Horn encoding, inside bounded model checking (floats)."""
+
+
+class HeapNeeded(BmcOnly):
+    """A memory construct met by a Horn encoding built without the heap (`encode.encode`
+    then encodes again with it: programs without memory keep predicates over integers)."""
+
+
+HEAP_KEYS = ("$mem", "$pmem", "$size", "$next")
 
 
 @dataclass(frozen=True)
@@ -280,7 +293,7 @@ class MemoryMixin:
                 return None
             value = self.coerce(v, t, decl)
             if decl.name in self.havoc:
-                value = self.fresh(decl.name)  # outside the cone of influence: any value
+                value = self.fresh_like(decl.name, value)  # outside the cone of influence: any value
         elif isinstance(t, PtrType):
             # indeterminate: NULL or no object (any dereference is undefined)
             value = z3.Const(f"{decl.name}!{next(self.counter)}", ptr_sort())
@@ -490,7 +503,7 @@ class MemoryMixin:
         if name not in lay.fields:
             raise Unsupported(f"struct {t.tag} has no member {name}", node)
         slot, ft, _ = lay.fields[name]
-        s = self.defined(s, self.in_bounds(s, p.expr, t))
+        s = self.defined(s, self.in_bounds(s, p.expr, t), crash=base_of(p.expr) == 0)
         if s is None:
             return None, dummy
         off = z3.simplify(off_of(p.expr) * len(lay.fields) + slot)
@@ -498,9 +511,13 @@ class MemoryMixin:
 
     # ------------------------------------------------------------------ the heap
     def need_heap(self, construct: str, node: c_ast.Node | None) -> None:
-        """Memory constructs are encoded for BMC only."""
-        if self.mode != "unroll":
-            raise BmcOnly(construct, node)
+        """A memory construct: the Horn encoding must carry the heap (`HeapNeeded`)."""
+        if self.mode != "unroll" and not self.heap:
+            raise HeapNeeded(construct, node)
+
+    def heap_vars(self, env: dict[str, z3.ExprRef]) -> list[Var]:
+        """The heap's entries of `env` as predicate arguments (after the C variables)."""
+        return [Var(k, k, self.int_t) for k in HEAP_KEYS if k in env]
 
     def ptr_type(self, target: CType | None) -> PtrType:
         w = 64 if self.dm == "LP64" else 32
@@ -518,8 +535,17 @@ class MemoryMixin:
             env["$pmem"] = z3.Store(env["$pmem"], base, z3.K(z3.IntSort(), null()))
         return state.with_env(env), mk_ptr(base, z3.IntVal(0))
 
-    def defined(self, state: State, ok: z3.BoolRef) -> State | None:
-        """Continue where `ok` holds; the rest of the paths is undefined behaviour: cut."""
+    def defined(self, state: State, ok: z3.BoolRef, crash: z3.BoolRef | None = None) -> State | None:
+        """BMC: continue where `ok` holds; the rest of the paths is undefined behaviour: cut
+        (and a complete unrolling must show it infeasible).
+
+        Horn encoding: an access through NULL (`crash`) ends the execution (a segmentation
+        fault: `reach_error` is not reached after it); any other undefined access is not
+        checked and acts on the model's arrays, as in UAutomizer's memory model for
+        unreach-call, so every execution still counts and a proof covers them all.
+        """
+        if self.mode == "chc":
+            return state if crash is None else state.assume(z3.simplify(z3.Not(crash)))
         ok = z3.simplify(ok)
         if not z3.is_true(ok):
             self.cut = True
@@ -536,7 +562,7 @@ class MemoryMixin:
         assert isinstance(t, PtrType)
         if t.target is None:
             raise Unsupported("dereference of a void pointer unsupported", node)
-        s = self.defined(state, self.in_bounds(state, p.expr, t.target))
+        s = self.defined(state, self.in_bounds(state, p.expr, t.target), crash=base_of(p.expr) == 0)
         return s, MemLoc(z3.simplify(base_of(p.expr)), z3.simplify(off_of(p.expr)), t.target)
 
     def load(self, state: State, loc: MemLoc) -> tuple[State | None, Val]:

@@ -235,8 +235,8 @@ def check_supported(text: str, data_model: str, filename: str) -> Outcome | None
 def _support(text: str, data_model: str, filename: str) -> tuple[Outcome | None, str | None]:
     """(UNKNOWN naming the construct outside the subset or None, why only BMC applies or None).
 
-    A memory construct (`memory.BmcOnly`) is outside the Horn encoding but inside the
-    bounded unrolling: such a program is checked by the `bmc` member alone.
+    A floating-point construct (`memory.BmcOnly`) is outside the Horn encoding but inside
+    the bounded unrolling: such a program is checked by the `bmc` member alone.
     """
     try:
         ast = cfront.parse(text, filename=filename)
@@ -332,6 +332,9 @@ def verify_text(
                 if ans == "safe":
                     extras = {"proof": got.get("proof"), "invariants": got.get("invariants", []),
                               "proof_checked": True, "portfolio": log}
+                    for key in ("assumes", "invariants_smt"):  # Spacer over the heap
+                        if key in got:
+                            extras[key] = got[key]
                     return Outcome("TRUE", None, {**extras, **_repairs(text)})
                 if ans == "false":
                     return Outcome("FALSE", None, {"counterexample": got.get("counterexample"),
