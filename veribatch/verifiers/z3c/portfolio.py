@@ -43,7 +43,7 @@ import z3
 
 from veribatch.verifiers import cfront
 from veribatch.verifiers.forkserver import set_parent_death_signal
-from veribatch.verifiers.z3c import engines
+from veribatch.verifiers.z3c import engines, templates
 from veribatch.verifiers.z3c.encode import BmcOnly, Unsupported
 
 GRACE_S = 1.0  # beyond its slice a member gets this long to print its answer
@@ -284,8 +284,12 @@ def verify_text(
         return bad
     if bmc_only is not None:
         members = tuple(m for m in members if m == "bmc")
+    first_round = _templates_round(text, data_model, members)
     log: list[dict[str, Any]] = []
     active = list(members)
+    if first_round == 0 and active[0] != "templates":  # right after the first member
+        active.remove("templates")
+        active.insert(1, "templates")
     reasons: dict[str, str] = {}
     unsafe_hint = False
     bmc_depth = 0  # BMC continues from the depth its previous slice reached
@@ -309,6 +313,11 @@ def verify_text(
                 slice_s = min(left, base * (2**rnd))
                 if unsafe_hint and member == "bmc":
                     slice_s = left
+                if member == "templates":
+                    if rnd < first_round:
+                        continue
+                    slice_s = min(left, max(slice_s, _templates_slice(timeout_s)
+                                            * 2 ** (rnd - first_round)))
                 t0 = time.monotonic()
                 if in_process:
                     # nobody kills an in-process member: let it finish re-checking
@@ -364,6 +373,27 @@ def verify_text(
     finally:
         if tmp is not None:
             os.unlink(tmp)
+
+
+TEMPLATES_ROUND_LINEAR = 2  # the round templates first runs in on a program without products
+
+
+def _templates_slice(timeout_s: float) -> float:
+    """The templates member's first slice: sampling states, Houdini and Spacer need a few
+    seconds together (measured: 0.9-5 s for InvBench's egcd/cohendiv/prod4br/ps4 at load 5)."""
+    return min(6.0, timeout_s / 4)
+
+
+def _templates_round(text: str, data_model: str, members: tuple[str, ...]) -> int:
+    """The round the `templates` member first runs in: the first, right after the first
+    member, when the clauses multiply or divide variables (polynomial updates: Spacer alone
+    rarely proves those); else TEMPLATES_ROUND_LINEAR, once the others had their short
+    slices.  Without the member: any (it never runs)."""
+    if "templates" not in members:
+        return 0
+    with engines.Z3_LOCK:
+        _, enc = engines.spacer_program(text, data_model)
+        return 0 if templates.nonlinear(enc) else TEMPLATES_ROUND_LINEAR
 
 
 def _may_improve(reason: str | None) -> bool:

@@ -326,7 +326,6 @@ def houdini(
             if left < 20:
                 return None
             s = z3.Solver()
-            s.set("timeout", min(left, CHECK_MS))
             for app in c.body:
                 for f in kept.get(app.decl().name(), []):
                     s.add(chc.apply_interp(f, list(app.children())))
@@ -339,10 +338,14 @@ def houdini(
             for k, post in enumerate(posts):
                 if dead[k]:
                     continue
+                alts = chc.other_arith_solvers()
+                left = int((deadline - time.monotonic()) * 1000)
+                if left < 20:
+                    return None
+                s.set("timeout", min(left, CHECK_MS // (1 + len(alts))))
                 s.push()
                 s.add(z3.Not(post))
                 r = s.check()
-                alts = chc.other_arith_solvers()
                 for alt in alts:  # (see there: prod4br's equality needs the old solver)
                     if r != z3.unknown:
                         break
