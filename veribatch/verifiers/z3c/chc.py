@@ -13,6 +13,7 @@ must be read with `else_value()` and its `Var(i)` substituted).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import z3
@@ -161,32 +162,49 @@ def validate(
     for i, c in enumerate(enc.clauses):
         if budget() < 20:
             return None, undecided or "re-check ran out of time"
-        s = z3.Solver()
-        for app in c.body:
-            s.add(instantiate(app, interps))
-        s.add(c.constraint)
+        hyps = [instantiate(app, interps) for app in c.body] + [c.constraint]
         # The head one conjunct at a time: the same validity, but a conjunction of
         # polynomial equalities (`templates`) is decided per conjunct and not as a whole.
         goals = [z3.BoolVal(False)] if c.head is None else _conjuncts(instantiate(c.head, interps))
         for goal in goals:
             if budget() < 20:
                 return None, undecided or "re-check ran out of time"
-            s.push()
-            s.set("timeout", max(1, budget()))
-            s.add(z3.Not(goal))
-            r = s.check()
-            for alt in other_arith_solvers():  # again with Z3's other arithmetic solvers
-                if r != z3.unknown or budget() < 20:
-                    break
-                s.set("smt.arith.solver", alt)
-                s.set("timeout", max(1, budget()))
-                r = s.check()
-            s.pop()
+            r, why, _ = check_arith([*hyps, z3.Not(goal)], budget)
             if r == z3.sat:
                 return False, f"clause {i} ({c.kind}, line {c.line}) is violated"
             if r == z3.unknown and undecided is None:
-                undecided = f"clause {i} ({c.kind}, line {c.line}): {s.reason_unknown()}"
+                undecided = f"clause {i} ({c.kind}, line {c.line}): {why}"
     return (None, undecided) if undecided else (True, None)
+
+
+def check_arith(
+    assertions: list[z3.BoolRef], budget_ms: Callable[[], int], *, share: bool = False
+) -> tuple[z3.CheckSatResult, str, z3.ModelRef | None]:
+    """`assertions` checked by Z3's default arithmetic solver, then, if undecided, by each
+    of its others (`other_arith_solvers`), each in a fresh solver (the arithmetic solver is
+    chosen when a solver first checks: setting it later changes nothing) and within what
+    `budget_ms()` says is left (with `share`, split evenly between the solvers).  Returns
+    the result, the last reason when unknown, and the model when sat."""
+    why = "no time left"
+    solvers = (None, *other_arith_solvers())
+    for n, arith in enumerate(solvers):
+        left = budget_ms()
+        if share:
+            left //= len(solvers) - n
+        if left < 20:
+            break
+        s = z3.Solver()
+        if arith is not None:
+            s.set("smt.arith.solver", arith)
+        s.set("timeout", max(1, left))
+        s.add(*assertions)
+        r = s.check()
+        if r == z3.sat:
+            return r, "", s.model()
+        if r == z3.unsat:
+            return r, "", None
+        why = s.reason_unknown()
+    return z3.unknown, why, None
 
 
 def other_arith_solvers() -> tuple[int, ...]:

@@ -148,6 +148,11 @@ def reachable_states(
         add(c.head.decl().name(), head)
         return True
 
+    wanted = {p.decl.name(): _enough(p.decl) for p in enc.preds if p.label}
+
+    def enough() -> bool:
+        return all(len(states[n]) >= k for n, k in wanted.items())
+
     inits = [c for c in enc.clauses if c.head is not None and not c.body]
     i = 0
     while steps < MAX_STEPS and (deadline is None or time.monotonic() < deadline):
@@ -156,7 +161,7 @@ def reachable_states(
         for c in inits:
             run(c, [], INIT_RUNS)
         while i < len(queue) and steps < MAX_STEPS:
-            if deadline is not None and time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline or enough():
                 break
             name, values = queue[i]
             i += 1
@@ -164,8 +169,7 @@ def reachable_states(
                 app = c.body[0]
                 if not step_ground(c, app, values):
                     run(c, [a == v for a, v in zip(app.children(), values, strict=True)], 2)
-        if sum(map(len, states.values())) == before or all(
-                len(states[p.decl.name()]) >= _enough(p.decl) for p in enc.preds if p.label):
+        if sum(map(len, states.values())) == before or enough():
             break
     return states
 
@@ -306,12 +310,17 @@ def candidates(enc: Encoding, states: dict[str, list[tuple[z3.ExprRef, ...]]],
 
 
 def houdini(
-    enc: Encoding, cands: dict[str, list[z3.BoolRef]], *, deadline: float
+    enc: Encoding, cands: dict[str, list[z3.BoolRef]], *, deadline: float,
+    fixed: dict[str, list[z3.BoolRef]] | None = None, batch: bool = False,
 ) -> dict[str, list[z3.BoolRef]] | None:
     """The largest inductive subset of `cands` (every conjunct re-established by every
     clause that enters its predicate, under all kept conjuncts of the body); a conjunct
     whose check is undecided within CHECK_MS is dropped like a refuted one.  None when
-    time ran out."""
+    time ran out.  `fixed`: conjuncts already known inductive on their own, assumed at
+    the body and never re-checked (they stay inductive whatever is added).  `batch`: one
+    query for all conjuncts of a clause first (fast on linear ones; on non-linear ones Z3
+    would give up on the whole where it decides each)."""
+    fixed = fixed or {}
     kept = {n: list(cs) for n, cs in cands.items()}
     changed = True
     while changed:
@@ -325,40 +334,49 @@ def houdini(
             left = int((deadline - time.monotonic()) * 1000)
             if left < 20:
                 return None
-            s = z3.Solver()
-            for app in c.body:
-                for f in kept.get(app.decl().name(), []):
-                    s.add(chc.apply_interp(f, list(app.children())))
-            s.add(c.constraint)
+            hyps = [chc.apply_interp(f, list(app.children())) for app in c.body
+                    for f in (*fixed.get(app.decl().name(), []), *kept.get(app.decl().name(), []))]
+            hyps.append(c.constraint)
             args = list(c.head.children())
             # A model refuting one conjunct refutes every conjunct false in it: the chance
             # equalities of too few samples go without a query each.
             posts = [chc.apply_interp(f, args) for f in kept[head]]
             dead = [False] * len(posts)
+            if batch:  # all at once, dropping what each model refutes, until none is
+                while not all(dead):
+                    left = int((deadline - time.monotonic()) * 1000)
+                    if left < 20:
+                        return None
+                    s = z3.Solver()
+                    s.set("timeout", min(left, CHECK_MS))
+                    s.add(*hyps, z3.Not(z3.And(*[p for p, d in zip(posts, dead, strict=True)
+                                                 if not d])))
+                    r = s.check()
+                    if r != z3.sat:
+                        break
+                    m = s.model()
+                    for k2, post in enumerate(posts):
+                        if not dead[k2] and not z3.is_true(m.eval(post, model_completion=True)):
+                            dead[k2] = True
+                if r == z3.unsat or all(dead):
+                    if any(dead):
+                        changed = True
+                    kept[head] = [f for f, d in zip(kept[head], dead, strict=True) if not d]
+                    continue
             for k, post in enumerate(posts):
                 if dead[k]:
                     continue
-                alts = chc.other_arith_solvers()
-                left = int((deadline - time.monotonic()) * 1000)
-                if left < 20:
+                if deadline - time.monotonic() < 0.02:
                     return None
-                s.set("timeout", min(left, CHECK_MS // (1 + len(alts))))
-                s.push()
-                s.add(z3.Not(post))
-                r = s.check()
-                for alt in alts:  # (see there: prod4br's equality needs the old solver)
-                    if r != z3.unknown:
-                        break
-                    s.set("smt.arith.solver", alt)
-                    r = s.check()
-                if alts:
-                    s.set("smt.arith.solver", chc.default_arith_solver())
-                if r == z3.sat:
-                    m = s.model()
+                end = min(deadline, time.monotonic() + CHECK_MS / 1000)
+                # (prod4br's equality needs Z3's other arithmetic solver: `chc.check_arith`)
+                r, _, m = chc.check_arith([*hyps, z3.Not(post)],
+                                          lambda e=end: int((e - time.monotonic()) * 1000),
+                                          share=True)
+                if m is not None:
                     for k2 in range(k + 1, len(posts)):
                         if not dead[k2] and z3.is_false(m.eval(posts[k2], model_completion=True)):
                             dead[k2] = True
-                s.pop()
                 if r != z3.unsat:  # not inductive, or not known to be: dropped either way
                     dead[k] = True
             if any(dead):
@@ -385,9 +403,18 @@ def infer(enc: Encoding, *, seed: int = 0, deadline: float, max_terms: int | Non
     if states is None:
         states = reachable_states(enc, seed=seed, deadline=deadline)
     cands = candidates(enc, states, max_terms)
-    kept = houdini(enc, cands, deadline=deadline)
-    if kept is None:
+    # Linear conjuncts first, among themselves (linear queries: fast, and a wrong bound
+    # among the hypotheses would make every non-linear query harder); what survives is
+    # inductive on its own, so it is only assumed while the non-linear ones are checked.
+    linear = {n: [f for f in cs if _linear(f)] for n, cs in cands.items()}
+    kept_linear = houdini(enc, linear, deadline=deadline, batch=True)
+    if kept_linear is None:
         return None
+    rest = {n: [f for f in cs if not _linear(f)] for n, cs in cands.items()}
+    kept_rest = houdini(enc, rest, deadline=deadline, fixed=kept_linear)
+    if kept_rest is None:
+        return None
+    kept = {n: kept_linear.get(n, []) + kept_rest.get(n, []) for n in cands}
     interps = {p.decl.name(): z3.And(*kept.get(p.decl.name(), [])) for p in enc.preds}
     return Templates(interps, sum(map(len, cands.values())), sum(map(len, kept.values())),
                      sum(map(len, states.values())))
@@ -403,9 +430,14 @@ _NONLINEAR_OPS = (z3.Z3_OP_MUL, z3.Z3_OP_IDIV, z3.Z3_OP_MOD, z3.Z3_OP_POWER)
 def nonlinear(enc: Encoding) -> bool:
     """Whether a clause multiplies, divides or takes the remainder of two non-constant terms
     (the programs whose invariants are polynomial: the portfolio runs templates early)."""
+    roots: list[z3.ExprRef] = [c.constraint for c in enc.clauses]
+    roots += [a for c in enc.clauses if c.head is not None for a in c.head.children()]
+    return not _linear(*roots)
+
+
+def _linear(*roots: z3.ExprRef) -> bool:
     seen: set[int] = set()
-    stack: list[z3.ExprRef] = [c.constraint for c in enc.clauses]
-    stack += [a for c in enc.clauses if c.head is not None for a in c.head.children()]
+    stack = list(roots)
     while stack:
         e = stack.pop()
         if e.get_id() in seen:
@@ -413,9 +445,9 @@ def nonlinear(enc: Encoding) -> bool:
         seen.add(e.get_id())
         if (z3.is_app(e) and e.decl().kind() in _NONLINEAR_OPS
                 and sum(not z3.is_int_value(x) for x in e.children()) >= 2):
-            return True
+            return False
         stack.extend(e.children())
-    return False
+    return True
 
 
 @dataclass
@@ -436,17 +468,17 @@ def prove(
 
     Sampling gets at most 40 % of the time.  The sparse equalities (at most MAX_TERMS
     monomials: the invariants of these loops are, the chance equalities of too few samples
-    are not, and they cost Houdini non-linear queries) are tried first, then all of them
-    with what time is left.  The re-check may run `recheck_s` past `deadline`.
+    are not, and they cost Houdini non-linear queries) are tried first, then, if time is
+    left, all of them.  The re-check may run `recheck_s` past `deadline`.
     """
     start = time.monotonic()
     states = reachable_states(enc, seed=seed, deadline=start + 0.4 * (deadline - start))
     why = "templates: no candidate"
     tried: set[int] = set()
-    for phase, max_terms in enumerate((MAX_TERMS, None)):
-        left = deadline - time.monotonic()
-        found = infer(enc, seed=seed, deadline=time.monotonic() + (left / 2 if phase == 0 else left),
-                      max_terms=max_terms, states=states)
+    for max_terms in (MAX_TERMS, None):
+        if deadline - time.monotonic() < 0.05:
+            break
+        found = infer(enc, seed=seed, deadline=deadline, max_terms=max_terms, states=states)
         if found is None:
             why = "templates: timeout while checking candidates"
             continue
@@ -456,8 +488,7 @@ def prove(
         if found.kept == 0:
             why = f"templates: none of {found.candidates} candidates is inductive"
             continue
-        phase_end = time.monotonic() + (deadline - time.monotonic()) / (2 - phase)
-        proof, why = _prove_with(enc, found, deadline=phase_end, seed=seed, recheck_s=recheck_s,
+        proof, why = _prove_with(enc, found, deadline=deadline, seed=seed, recheck_s=recheck_s,
                                  on_proof=on_proof)
         if proof is not None:
             return proof, ""
