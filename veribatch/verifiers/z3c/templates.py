@@ -315,7 +315,8 @@ def houdini(
 ) -> dict[str, list[z3.BoolRef]] | None:
     """The largest inductive subset of `cands` (every conjunct re-established by every
     clause that enters its predicate, under all kept conjuncts of the body); a conjunct
-    whose check is undecided within CHECK_MS is dropped like a refuted one.  None when
+    whose check stays undecided within CHECK_MS once a sweep refutes none is dropped
+    too (the result is always inductive: the last sweep decided every check).  None when
     time ran out.  `fixed`: conjuncts already known inductive on their own, assumed at
     the body and never re-checked (they stay inductive whatever is added).  `batch`: one
     query for all conjuncts of a clause first (fast on linear ones; on non-linear ones Z3
@@ -325,6 +326,7 @@ def houdini(
     changed = True
     while changed:
         changed = False
+        undecided: dict[str, set[int]] = {}  # this sweep's: dropped only after a sweep refuting none
         for c in enc.clauses:
             if c.head is None:
                 continue
@@ -377,12 +379,20 @@ def houdini(
                     for k2 in range(k + 1, len(posts)):
                         if not dead[k2] and z3.is_false(m.eval(posts[k2], model_completion=True)):
                             dead[k2] = True
-                if r != z3.unsat:  # not inductive, or not known to be: dropped either way
+                if r == z3.sat:
                     dead[k] = True
+                elif r == z3.unknown:
+                    undecided.setdefault(head, set()).add(kept[head][k].get_id())
             if any(dead):
                 changed = True
             still = [f for f, d in zip(kept[head], dead, strict=True) if not d]
             kept[head] = still
+        if not changed and undecided:
+            # Nothing refuted this sweep: a conjunct undecided now (under hypotheses without
+            # the refuted chance equalities, which make the true ones hard) is dropped.
+            for n, ids in undecided.items():
+                kept[n] = [f for f in kept[n] if f.get_id() not in ids]
+            changed = True
     return kept
 
 
