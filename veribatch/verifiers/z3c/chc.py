@@ -169,7 +169,7 @@ def validate(
         for goal in goals:
             if budget() < 20:
                 return None, undecided or "re-check ran out of time"
-            r, why, _ = check_arith([*hyps, z3.Not(goal)], budget)
+            r, why, _ = check_arith([*hyps, z3.Not(goal)], budget, share=True)
             if r == z3.sat:
                 return False, f"clause {i} ({c.kind}, line {c.line}) is violated"
             if r == z3.unknown and undecided is None:

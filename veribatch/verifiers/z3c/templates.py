@@ -46,7 +46,7 @@ INIT_RUNS = 20  # input draws per init clause and round
 INPUT_RANGES = (3, 10, 40, 300)  # random inputs are drawn from [-R, R] for one of these R
 MAX_MONOMIALS = 120
 MAX_TERMS = 6  # equalities tried first have at most this many monomials (`prove`)
-CHECK_MS = 1000  # a candidate whose consecution is undecided in this time is dropped
+CHECK_MS = 2000  # a candidate whose consecution is undecided in this time is dropped
 
 
 @dataclass
