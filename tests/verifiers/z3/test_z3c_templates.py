@@ -108,9 +108,25 @@ def test_validate_decides_prod4br_consecution_with_the_other_arith_solver(invben
 @pytest.mark.parametrize("name", ["cohendiv-ll_unwindbound100_2", "ps4-ll_2"])
 def test_portfolio_decides_former_nonlinear_timeouts(invbench_easy: Path, name: str):
     text = _easy(invbench_easy, name)
-    res = api.verify(text, 30, in_process=True)
+    res = api.verify(text, 40, in_process=True)
     assert res.status is Status.TRUE, (res.status, res.reason)
     assert res.extras["proof"] in ("templates", "templates+spacer")
     assert res.extras["proof_checked"] is True
-    members = [e["member"] for e in res.extras["portfolio"]]
-    assert members[:2] == ["spacer", "templates"]  # non-linear clauses: templates runs second
+    log = res.extras["portfolio"]
+    assert log[-1]["member"] == "templates"
+    # polynomial clauses: templates first runs last in round 1 (after each member's 0.5 s)
+    first = next(i for i, e in enumerate(log) if e["member"] == "templates")
+    assert first >= len(engines.MEMBERS) - 1
+    assert portfolio._templates_round(text, "ILP32", engines.MEMBERS) == portfolio.TEMPLATES_ROUND_POLY
+
+
+def test_templates_round_follows_the_clauses():
+    assert templates.nonlinear(engines.spacer_program(EGCD)[1])
+    linear = ("extern void reach_error(void); extern int __VERIFIER_nondet_int(void);\n"
+              "int main() { int n = __VERIFIER_nondet_int(), i = 0, s = 0;\n"
+              "  if (n < 0 || n > 50) return 0;\n"
+              "  while (i < n) { s = s + 2; i = i + 1; }\n"
+              "  if (s != 2 * i) reach_error(); return 0; }\n")
+    assert not templates.nonlinear(engines.spacer_program(linear)[1])
+    assert portfolio._templates_round(linear, "ILP32", engines.MEMBERS) == 2
+    assert portfolio._templates_round(EGCD, "ILP32", engines.MEMBERS) == 1
