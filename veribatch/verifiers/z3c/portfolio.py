@@ -372,7 +372,7 @@ def verify_text(
             os.unlink(tmp)
 
 
-TEMPLATES_ROUND_POLY = 1  # the round the templates member first runs in: clauses with products,
+TEMPLATES_ROUND_POLY = 0  # the round the templates member first runs in: clauses with products,
 TEMPLATES_ROUND_LINEAR = 2  # and without
 
 
@@ -385,10 +385,11 @@ def _templates_slice(timeout_s: float) -> float:
 def _templates_round(text: str, data_model: str, members: tuple[str, ...]) -> int:
     """The round the `templates` member (last in a round) first runs in.
 
-    Not the first: measured on InvBench-Easy's polynomial programs, Spacer and BMC decide
-    most of them in their first 0.5 s slices, and a templates slice before them delayed
-    those by its 6 s.  Round 1 when the clauses multiply or divide variables (polynomial
-    updates: Spacer alone rarely proves those), else round 2.
+    Last in its round: measured on InvBench-Easy's polynomial programs, Spacer and BMC
+    decide most of them in their first 0.5 s slices, and a templates slice before them
+    delayed those by its 6 s.  Round 0 when the clauses multiply or divide variables
+    (polynomial updates: Spacer alone rarely proves those; from round 1 on, under load 10,
+    the egcd programs were left too little time), else round 2.
     """
     if "templates" not in members:
         return 0

@@ -46,6 +46,8 @@ INIT_RUNS = 20  # input draws per init clause and round
 INPUT_RANGES = (3, 10, 40, 300)  # random inputs are drawn from [-R, R] for one of these R
 MAX_MONOMIALS = 120
 MAX_TERMS = 6  # equalities tried first have at most this many monomials (`prove`)
+STRENGTHENED_SPACER_S = 3.0  # Spacer on the strengthened clauses at most this long (fail fast:
+# the member's next slice samples with another seed)
 CHECK_MS = 2000  # a candidate whose consecution is undecided in this time is dropped
 
 
@@ -57,6 +59,7 @@ class Templates:
     candidates: int
     kept: int
     states: int
+    equalities: int = 0  # of the kept conjuncts
 
 
 def _int_value(v: z3.ExprRef) -> int | None:
@@ -425,9 +428,10 @@ def infer(enc: Encoding, *, seed: int = 0, deadline: float, max_terms: int | Non
     if kept_rest is None:
         return None
     kept = {n: kept_linear.get(n, []) + kept_rest.get(n, []) for n in cands}
+    eqs = sum(1 for fs in kept.values() for f in fs if not z3.is_le(f) and not z3.is_ge(f))
     interps = {p.decl.name(): z3.And(*kept.get(p.decl.name(), [])) for p in enc.preds}
     return Templates(interps, sum(map(len, cands.values())), sum(map(len, kept.values())),
-                     sum(map(len, states.values())))
+                     sum(map(len, states.values())), eqs)
 
 
 def conjoin(a: dict[str, z3.BoolRef], b: dict[str, z3.BoolRef]) -> dict[str, z3.BoolRef]:
@@ -516,10 +520,13 @@ def _prove_with(
         if on_proof is not None:
             on_proof()
         return Proof(interps, "templates", found), ""
+    if not found.equalities:
+        return None, "templates: no equality is inductive (bounds alone: Spacer's own business)"
     strong = strengthen(enc, interps)
     why = "timeout"
+    spacer_end = min(deadline, time.monotonic() + STRENGTHENED_SPACER_S)
     for nl in (False, True):
-        left = int((deadline - time.monotonic()) * 1000)
+        left = int((spacer_end - time.monotonic()) * 1000)
         if left < 50:
             break
         ans = chc.solve(strong, timeout_ms=left if nl else left // 2, nonlinear=nl, seed=seed)
