@@ -6,6 +6,9 @@
   a proof the plain solver cannot re-check (no time left, or a non-linear clause
   it cannot decide) is answered "unknown" with the reason, never "safe".
   An "unsafe" answer is only a hint (no input sequence), never a FALSE verdict.
+* ``templates``: polynomial equalities and bounds guessed from concrete runs of the
+  clauses, kept when inductive (`templates`), alone or strengthening Spacer's clauses;
+  "safe" only with the final interpretation re-checked on the program's clauses.
 * ``bmc``: bounded unrolling with iterative deepening.  A satisfiable error path
   is replayed under gcc (`replay`); only a confirmed one is "false".  An
   unrolling that leaves no path behind and no error is a complete proof ("safe").
@@ -26,12 +29,13 @@ import z3
 from pycparser import c_ast
 
 from veribatch.verifiers import cfront
-from veribatch.verifiers.z3c import cexpr, chc, replay, slicing
+from veribatch.verifiers.z3c import cexpr, chc, replay, slicing, templates
 from veribatch.verifiers.z3c.encode import Encoding, encode
 
-ENCODING_VERSION = "3"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE;
-# 3: the heap in the Horn encoding (Spacer proves memory programs, NULL dereference ends a run)
-MEMBERS = ("spacer", "spacer-nla", "bmc", "spacer-global")
+ENCODING_VERSION = "4"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE;
+# 3: the heap in the Horn encoding (Spacer proves memory programs, NULL dereference ends a run);
+# 4: the templates member (polynomial invariants from sampled states)
+MEMBERS = ("spacer", "spacer-nla", "bmc", "spacer-global", "templates")
 # Z3's Python API shares one context per process and is not thread-safe: every
 # in-process use of Z3 (encoding, candidate checks, in-process members) holds this.
 Z3_LOCK = threading.RLock()
@@ -257,6 +261,29 @@ def smt_invariants(enc: Encoding, interps: dict[str, z3.BoolRef], in_c: set[int]
     return out
 
 
+def run_templates(
+    text: str,
+    timeout_s: float,
+    *,
+    data_model: str = "ILP32",
+    seed: int = 0,
+    recheck_grace_s: float | None = None,
+    on_proof: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Template invariants (`templates.prove`) on the clauses Spacer solves; "safe" only when
+    their conjunction (with Spacer's, if it needed Spacer) re-checks on those clauses."""
+    ast, enc = spacer_program(text, data_model)
+    grace = RECHECK_GRACE_S if recheck_grace_s is None else recheck_grace_s
+    deadline = time.monotonic() + timeout_s
+    proof, why = templates.prove(enc, deadline=deadline, seed=seed, recheck_s=grace,
+                                 on_proof=on_proof)
+    if proof is None:
+        return {"answer": "unknown", "reason": why}
+    invs = invariants_from(ast, enc, proof.interps, data_model=data_model, timeout_ms=2000,
+                           deadline=max(deadline, time.monotonic()) + grace)
+    return {"answer": "safe", "proof": proof.how, "proof_checked": True, "invariants": invs}
+
+
 def run_bmc(
     text: str, timeout_s: float, *, data_model: str = "ILP32", start_depth: int = 0
 ) -> dict[str, Any]:
@@ -353,6 +380,9 @@ def run_member(
     if member == "spacer-global":
         return run_spacer(text, timeout_s, global_guidance=True, data_model=data_model, seed=seed,
                           recheck_grace_s=recheck_grace_s, on_proof=on_proof)
+    if member == "templates":
+        return run_templates(text, timeout_s, data_model=data_model, seed=seed,
+                             recheck_grace_s=recheck_grace_s, on_proof=on_proof)
     if member == "bmc":
         return run_bmc(text, timeout_s, data_model=data_model, start_depth=bmc_depth)
     raise ValueError(f"unknown portfolio member {member!r}; known: {', '.join(MEMBERS)}")

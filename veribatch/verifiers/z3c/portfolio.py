@@ -43,7 +43,7 @@ import z3
 
 from veribatch.verifiers import cfront
 from veribatch.verifiers.forkserver import set_parent_death_signal
-from veribatch.verifiers.z3c import engines
+from veribatch.verifiers.z3c import engines, templates
 from veribatch.verifiers.z3c.encode import BmcOnly, Unsupported
 
 GRACE_S = 1.0  # beyond its slice a member gets this long to print its answer
@@ -284,6 +284,7 @@ def verify_text(
         return bad
     if bmc_only is not None:
         members = tuple(m for m in members if m == "bmc")
+    first_round = _templates_round(text, data_model, members)
     log: list[dict[str, Any]] = []
     active = list(members)
     reasons: dict[str, str] = {}
@@ -309,6 +310,11 @@ def verify_text(
                 slice_s = min(left, base * (2**rnd))
                 if unsafe_hint and member == "bmc":
                     slice_s = left
+                if member == "templates":
+                    if rnd < first_round:
+                        continue
+                    slice_s = min(left, max(slice_s, _templates_slice(timeout_s)
+                                            * 2 ** (rnd - first_round)))
                 t0 = time.monotonic()
                 if in_process:
                     # nobody kills an in-process member: let it finish re-checking
@@ -367,6 +373,32 @@ def verify_text(
     finally:
         if tmp is not None:
             os.unlink(tmp)
+
+
+TEMPLATES_ROUND_POLY = 0  # the round the templates member first runs in: clauses with products,
+TEMPLATES_ROUND_LINEAR = 2  # and without
+
+
+def _templates_slice(timeout_s: float) -> float:
+    """The templates member's first slice: sampling states, Houdini and Spacer need a few
+    seconds together (measured: 0.9-5 s for InvBench's egcd/cohendiv/prod4br/ps4 at load 5)."""
+    return min(8.0, timeout_s / 4)
+
+
+def _templates_round(text: str, data_model: str, members: tuple[str, ...]) -> int:
+    """The round the `templates` member (last in a round) first runs in.
+
+    Last in its round: measured on InvBench-Easy's polynomial programs, Spacer and BMC
+    decide most of them in their first 0.5 s slices, and a templates slice before them
+    delayed those by its 6 s.  Round 0 when the clauses multiply or divide variables
+    (polynomial updates: Spacer alone rarely proves those; from round 1 on, under load 10,
+    the egcd programs were left too little time), else round 2.
+    """
+    if "templates" not in members:
+        return 0
+    with engines.Z3_LOCK:
+        _, enc = engines.spacer_program(text, data_model)
+        return TEMPLATES_ROUND_POLY if templates.nonlinear(enc) else TEMPLATES_ROUND_LINEAR
 
 
 def _may_improve(reason: str | None) -> bool:

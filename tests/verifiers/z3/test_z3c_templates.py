@@ -1,0 +1,133 @@
+"""Template invariants (`z3c.templates`): polynomial equalities guessed from concrete runs,
+kept only when inductive, and TRUE only from an interpretation `chc.validate` re-checked.
+
+The InvBench programs here are ones the portfolio timed out on before the member existed
+(egcd, cohendiv, prod4br, ps4 at 30 s): Spacer alone does not find their polynomial
+invariants, so these verdicts need the feature.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import z3
+
+from veribatch.verifiers.result import Status
+from veribatch.verifiers.z3c import api, chc, engines, portfolio, templates
+
+EGCD = """extern void reach_error(void); extern int __VERIFIER_nondet_int(void);
+void __VERIFIER_assert(int cond) { if (!cond) reach_error(); }
+int main() {
+  int x = __VERIFIER_nondet_int(); int y = __VERIFIER_nondet_int();
+  if (x < 1 || y < 1 || x > 1000 || y > 1000) return 0;
+  long long a = x, b = y, p = 1, q = 0, r = 0, s = 1;
+  while (a != b) {
+    __VERIFIER_assert(b == x * q + y * s);
+    if (a > b) { a = a - b; p = p - q; r = r - s; } else { b = b - a; q = q - p; s = s - r; }
+  }
+  __VERIFIER_assert(a == x * p + y * r);
+  return 0;
+}
+"""
+
+# 2*s == i*(i-1) holds on every state a small input reaches, but not past i == 5000.
+LATE_BREAK = """extern void reach_error(void); extern int __VERIFIER_nondet_int(void);
+int main() {
+  int n = __VERIFIER_nondet_int(); long long i = 0, s = 0;
+  if (n < 0 || n > 100000) return 0;
+  while (i < n) { s = s + i; if (i == 5000) s = s + 1; i = i + 1; }
+  if (2 * s != i * (i - 1)) reach_error();
+  return 0;
+}
+"""
+
+
+def _easy(invbench_easy: Path, name: str) -> str:
+    return (invbench_easy / f"{name}.c").read_text()
+
+
+def test_null_space_finds_the_polynomial_relation_of_the_samples():
+    # rows: monomials (1, a, b, a*b) at states where a*b == 6 + 0*a: the one relation
+    rows = [[1, a, b, a * b] for a, b in ((1, 6), (2, 3), (3, 2), (6, 1), (-2, -3))]
+    [vec] = templates._null_space(rows, 4)
+    assert vec in ([6, 0, 0, -1], [-6, 0, 0, 1])
+
+
+def test_equalities_recover_the_egcd_invariant_from_samples():
+    st = engines.spacer_program(EGCD)[1]
+    states = templates.reachable_states(st, seed=0)
+    [pred] = [p for p in st.preds if p.label == 1]
+    found = templates.candidates(st, states)[pred.decl.name()]
+    args = [z3.Int(v.uid) for v in pred.sig]
+    idx = {v.uid.split("@")[0].split("!")[0]: i for i, v in enumerate(pred.sig)}
+    wanted = args[idx["b"]] == args[idx["x"]] * args[idx["q"]] + args[idx["y"]] * args[idx["s"]]
+    inst = [z3.substitute_vars(f, *args) for f in found]
+    s = z3.Solver()
+    s.add(*inst)
+    s.add(z3.Not(wanted))
+    assert s.check() == z3.unsat, "the sampled equalities should imply b == x*q + y*s"
+
+
+def test_templates_member_proves_egcd_with_a_rechecked_invariant():
+    # (the grace lets the C form of the invariant re-check too, as a forked member's does)
+    got = portfolio.run_member_safely("templates", EGCD, 20.0, "ILP32", recheck_grace_s=10.0)
+    assert got["answer"] == "safe", got
+    assert got["proof"].startswith("templates") and got["proof_checked"] is True
+    [inv] = got["invariants"]
+    # the C text re-checks independently as an inductive invariant that implies safety
+    check = api.check_candidate(EGCD, 1, inv["invariant"], 5000)
+    assert check.ok, check
+
+
+def test_a_guess_true_on_every_sample_but_not_inductive_is_no_proof():
+    _, enc = engines.spacer_program(LATE_BREAK)
+    states = templates.reachable_states(enc, seed=0)
+    [pred] = [p for p in enc.preds if p.label == 1]
+    cands = templates.candidates(enc, states)
+    # the guess is made (every sampled state has i < 5000) ...
+    assert any(z3.is_eq(f) and "Var" in str(f) and "*" in str(f) for f in cands[pred.decl.name()])
+    # ... and dropped: not inductive, so neither alone nor strengthening Spacer is it a proof
+    got = portfolio.run_member_safely("templates", LATE_BREAK, 8.0, "ILP32")
+    assert got["answer"] != "safe", got
+
+
+def test_validate_decides_prod4br_consecution_with_the_other_arith_solver(invbench_easy: Path):
+    # Z3's default arithmetic solver does not decide this clause in 20 s; the old one in 0.01 s.
+    _, enc = engines.spacer_program(_easy(invbench_easy, "prod4br-ll_unwindbound5_1"))
+    [pred] = [p for p in enc.preds if p.label == 1]
+    names = [v.uid for v in pred.sig]
+    v = {n.split("@")[0]: z3.Var(i, z3.IntSort()) for i, n in enumerate(names)}
+    inv = v["q"] + v["a"] * v["b"] * v["p"] == v["x"] * v["y"]
+    t0 = time.monotonic()
+    ok, why = chc.validate(enc, {pred.decl.name(): inv}, timeout_ms=4000)
+    assert ok is True, why
+    assert time.monotonic() - t0 < 30
+
+
+@pytest.mark.parametrize("name", ["cohendiv-ll_unwindbound100_2", "ps4-ll_2"])
+def test_portfolio_decides_former_nonlinear_timeouts(invbench_easy: Path, name: str):
+    text = _easy(invbench_easy, name)
+    res = api.verify(text, 40, in_process=True)
+    assert res.status is Status.TRUE, (res.status, res.reason)
+    assert res.extras["proof"] in ("templates", "templates+spacer")
+    assert res.extras["proof_checked"] is True
+    log = res.extras["portfolio"]
+    assert log[-1]["member"] == "templates"
+    # polynomial clauses: templates first runs last in round 0 (after each member's 0.5 s)
+    first = next(i for i, e in enumerate(log) if e["member"] == "templates")
+    assert first == len(engines.MEMBERS) - 1
+    assert portfolio._templates_round(text, "ILP32", engines.MEMBERS) == portfolio.TEMPLATES_ROUND_POLY
+
+
+def test_templates_round_follows_the_clauses():
+    assert templates.nonlinear(engines.spacer_program(EGCD)[1])
+    linear = ("extern void reach_error(void); extern int __VERIFIER_nondet_int(void);\n"
+              "int main() { int n = __VERIFIER_nondet_int(), i = 0, s = 0;\n"
+              "  if (n < 0 || n > 50) return 0;\n"
+              "  while (i < n) { s = s + 2; i = i + 1; }\n"
+              "  if (s != 2 * i) reach_error(); return 0; }\n")
+    assert not templates.nonlinear(engines.spacer_program(linear)[1])
+    assert portfolio._templates_round(linear, "ILP32", engines.MEMBERS) == 2
+    assert portfolio._templates_round(EGCD, "ILP32", engines.MEMBERS) == 0
