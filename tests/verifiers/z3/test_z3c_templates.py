@@ -77,7 +77,7 @@ def test_templates_member_proves_egcd_with_a_rechecked_invariant():
     assert got["proof"].startswith("templates") and got["proof_checked"] is True
     [inv] = got["invariants"]
     # the C text re-checks independently as an inductive invariant that implies safety
-    check = api.check_candidate(EGCD, 1, inv["invariant"], 5000)
+    check = api.check_candidate(EGCD, 1, inv["invariant"], 30000)
     assert check.ok, check
 
 
