@@ -102,6 +102,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         self.instances: dict[int, int] = {}
         self.int_t = cint.type_named("int", data_model)
         self.definitions: list[z3.BoolRef] = []  # global definitions of fresh terms (floats)
+        self.bit_level = False  # a bitwise operator was encoded bit by bit (expressions.bitwise)
         self.array_uids: set[str] = set()
         self.struct_uids: set[str] = set()  # variables naming a struct object (memory)
         self.struct_defs: dict[str, c_ast.Struct] = {}
@@ -161,6 +162,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         return Encoding(
             self.mode, self.preds, self.clauses, self.errors, self.nd_func, self.sites,
             self.cut, self.cut_guards, self.definitions, self.nd_kind, self.nd_bits,
+            self.bit_level,
         )
 
 

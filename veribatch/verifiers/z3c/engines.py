@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import z3
@@ -250,6 +250,22 @@ def run_bmc(
         if left_ms <= 0:
             return {"answer": "unknown", "reason": f"timeout at depth {depth}", "next_depth": depth}
         errors_unsat = not enc.errors
+        if enc.errors and enc.bit_level:
+            # at most half of what is left; each trace gcc rejects (undefined
+            # behaviour on its path) is blocked and the search goes on
+            for values, line in _bit_blasted_traces(enc, time.monotonic() + left_ms / 2000):
+                rep = replay.replay(ast, values, data_model=data_model)
+                if rep.confirmed:
+                    return {
+                        "answer": "false",
+                        "counterexample": {"inputs": values, "error_line": line, "depth": depth,
+                                           "replay": rep.detail, "search": "nla2bv"},
+                    }
+                last_reason = f"timeout; unconfirmed counterexample at depth {depth}: {rep.detail}"
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                return {"answer": "unknown", "reason": f"timeout at depth {depth}",
+                        "next_depth": depth}
         if enc.errors:
             s = z3.Solver()
             s.add(*enc.definitions)
@@ -281,6 +297,63 @@ def run_bmc(
             return {"answer": "safe", "proof": "complete-unrolling", "invariants": []}
         depth = depth * 2 + 1
     return {"answer": "unknown", "reason": last_reason, "next_depth": depth}
+
+
+def _bit_blasted_traces(enc: Encoding, deadline: float) -> Iterator[tuple[list[int], int]]:
+    """Error paths' inputs found by bit-blasting the bounded integers (``nla2bv``).
+
+    Encodings with bitwise operators (Boolean bits summed into integers) defeat z3's
+    arithmetic solver but not a SAT solver over bit-vectors.  ``nla2bv`` sizes each
+    integer from its bounds (every input has its type's range); its "unsat" is not
+    trusted (an under-approximation where bounds are missing), so only satisfying
+    models are used, each a candidate trace that `replay` must still confirm.  Each
+    trace handed out is blocked before the next search.  Inputs read at a
+    non-constant position (the tactic takes no uninterpreted function) or
+    floating-point inputs: no search.
+    """
+    if enc.nd_kind is not None:
+        return
+    # simplified first, so every input read has its constant position (ND(0 + 1) → ND(1))
+    guards = [z3.simplify(e.guard) for e in enc.errors]
+    query = z3.And(*[z3.simplify(d) for d in enc.definitions], z3.Or(*guards))
+    reads: dict[int, z3.ExprRef] = {}
+    todo, seen = [query], set()
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_app(e) and e.decl().eq(enc.nd_func):
+            if not z3.is_int_value(e.arg(0)):
+                return
+            reads[e.arg(0).as_long()] = e
+        todo.extend(e.children())
+    subs = [(app, z3.Int(f"nd!{i}")) for i, app in reads.items()]
+
+    def sub(e: z3.ExprRef) -> z3.ExprRef:
+        return z3.substitute(e, *subs) if subs else e
+
+    solver = z3.Then("simplify", "propagate-values", "solve-eqs", "purify-arith", "nla2bv",
+                     "bit-blast", "sat").solver()
+    solver.add(sub(query))
+    while (left_ms := int((deadline - time.monotonic()) * 1000)) > 100:
+        solver.set("timeout", left_ms)
+        if solver.check() != z3.sat:
+            return
+        m = solver.model()
+        found = None
+        for path, guard in zip(enc.errors, guards, strict=True):
+            if z3.is_true(m.eval(sub(guard), model_completion=True)):
+                n = m.eval(sub(z3.simplify(path.nd)), model_completion=True)
+                if z3.is_int_value(n):
+                    found = ([m.eval(z3.Int(f"nd!{i}"), model_completion=True).as_long()
+                              for i in range(n.as_long())], path.line)
+                break
+        if found is None:
+            return
+        yield found
+        solver.add(z3.Or([z3.Int(f"nd!{i}") != v for i, v in enumerate(found[0])
+                          if i in reads] or [z3.BoolVal(False)]))
 
 
 def _input(m: z3.ModelRef, enc: Encoding, i: int) -> int:

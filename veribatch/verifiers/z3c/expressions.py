@@ -321,10 +321,49 @@ class ExpressionsMixin:
                 k = _int_value(y)
                 if k is not None and k >= 0 and (k & (k + 1)) == 0:
                     return Val(x % (k + 1) if k else z3.IntVal(0), t)
-            raise Unsupported("bitwise & with a non-mask operand unsupported", node)
-        if op in ("|", "^"):
-            raise Unsupported(f"bitwise {op} unsupported", node)
+        if op in ("&", "|", "^"):
+            return Val(self.bitwise(op, ae, be, t, node), t)
         raise Unsupported(f"operator {op!r} unsupported", node)
+
+    def bitwise(self, op: str, ae: z3.ArithRef, be: z3.ArithRef, t: CType,
+                node: c_ast.Node) -> z3.ArithRef:
+        """`ae op be` in the (promoted, common) type `t`, bit by bit (C 6.5.10-12).
+
+        Both operands are read as their two's-complement bit patterns of `t`'s width
+        (gcc's representation; a signed operand out of range after an overflow, which
+        is undefined anyway, is wrapped first, so no path is cut here) and the result
+        is read back as a value of `t`.  A non-constant operand ``u`` (taken modulo
+        2^w) gets w fresh Boolean bits with ``u = sum(bit_i * 2^i)``: linear integer
+        arithmetic, which z3 bit-blasts well (`engines.run_bmc` searches such
+        encodings for counterexamples with ``nla2bv``); bv2int/int2bv links are far
+        slower.  For bounded model checking only: in the Horn encoding it is
+        `BmcOnly`, so such a program is proved only by a complete unrolling.
+        """
+        from veribatch.verifiers.z3c.memory import BmcOnly
+
+        if self.mode != "unroll":
+            raise BmcOnly(f"bitwise {op} unsupported", node)
+        w = t.width
+        self.bit_level = True
+
+        def bits(e: z3.ArithRef) -> list[z3.BoolRef]:
+            u = z3.simplify(e % (1 << w))
+            if z3.is_int_value(u):
+                k = u.as_long()
+                return [z3.BoolVal(bool(k >> i & 1)) for i in range(w)]
+            bs = [z3.FreshBool("bit") for _ in range(w)]
+            self.definitions.append(u == z3.Sum([z3.If(b, z3.IntVal(1 << i), 0)
+                                                 for i, b in enumerate(bs)]))
+            return bs
+
+        f = {"&": z3.And, "|": z3.Or, "^": z3.Xor}[op]
+        terms = []
+        for i, (x, y) in enumerate(zip(bits(ae), bits(be), strict=True)):
+            r = z3.simplify(f(x, y))
+            if not z3.is_false(r):
+                terms.append(z3.If(r, z3.IntVal(1 << i), z3.IntVal(0)))
+        u = z3.Sum(terms) if terms else z3.IntVal(0)
+        return z3.If(u > t.hi, u - (1 << w), u) if t.signed else u
 
     def eval_assign(self, state: State, node: c_ast.Assignment) -> tuple[State | None, Val]:
         s, loc = self.lvalue(state, node.lvalue)
