@@ -103,6 +103,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         self.int_t = cint.type_named("int", data_model)
         self.definitions: list[z3.BoolRef] = []  # global definitions of fresh terms (floats)
         self.bit_level = False  # a bitwise operator was encoded bit by bit (expressions.bitwise)
+        self.no_ub: list[z3.BoolRef] = []  # no undefined behaviour (note_defined), search only
         self.array_uids: set[str] = set()
         self.struct_uids: set[str] = set()  # variables naming a struct object (memory)
         self.struct_defs: dict[str, c_ast.Struct] = {}
@@ -162,7 +163,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         return Encoding(
             self.mode, self.preds, self.clauses, self.errors, self.nd_func, self.sites,
             self.cut, self.cut_guards, self.definitions, self.nd_kind, self.nd_bits,
-            self.bit_level,
+            self.bit_level, self.no_ub,
         )
 
 

@@ -16,6 +16,7 @@ Z3 is killed from outside; `timeout_ms` is also passed to Z3 itself.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 from collections import OrderedDict
@@ -227,6 +228,20 @@ def run_spacer(
 def run_bmc(
     text: str, timeout_s: float, *, data_model: str = "ILP32", start_depth: int = 0
 ) -> dict[str, Any]:
+    """`_run_bmc`; an unrolling nested deeper than Python's stack (deep recursion
+    inlined) is an UNKNOWN naming it, never a crash or a verdict."""
+    try:
+        return _run_bmc(text, timeout_s, data_model=data_model, start_depth=start_depth)
+    except (RecursionError, ctypes.ArgumentError) as exc:
+        if not isinstance(exc, RecursionError) and "RecursionError" not in str(exc):
+            raise
+        return {"answer": "unknown",
+                "reason": "unrolling nested too deeply for the encoder (deep recursion inlined)"}
+
+
+def _run_bmc(
+    text: str, timeout_s: float, *, data_model: str = "ILP32", start_depth: int = 0
+) -> dict[str, Any]:
     """Iterative deepening from `start_depth` (a later slice continues where one stopped).
 
     Unrolling a loop `depth` times keeps every path that leaves it earlier, so a
@@ -250,16 +265,17 @@ def run_bmc(
         if left_ms <= 0:
             return {"answer": "unknown", "reason": f"timeout at depth {depth}", "next_depth": depth}
         errors_unsat = not enc.errors
-        if enc.errors and enc.bit_level:
-            # at most half of what is left; each trace gcc rejects (undefined
-            # behaviour on its path) is blocked and the search goes on
-            for values, line in _bit_blasted_traces(enc, time.monotonic() + left_ms / 2000):
+        if enc.errors and (enc.bit_level or enc.nd_kind is not None):
+            # bitwise operators or floating point: the default solver rarely decides
+            # these queries in a slice, so the search gets 3/4 of what is left; each
+            # trace gcc rejects is blocked and the search goes on
+            for values, line in _bit_blasted_traces(enc, time.monotonic() + left_ms * 0.75e-3):
                 rep = replay.replay(ast, values, data_model=data_model)
                 if rep.confirmed:
                     return {
                         "answer": "false",
                         "counterexample": {"inputs": values, "error_line": line, "depth": depth,
-                                           "replay": rep.detail, "search": "nla2bv"},
+                                           "replay": rep.detail, "search": "bit-blast"},
                     }
                 last_reason = f"timeout; unconfirmed counterexample at depth {depth}: {rep.detail}"
             left_ms = int((deadline - time.monotonic()) * 1000)
@@ -300,60 +316,76 @@ def run_bmc(
 
 
 def _bit_blasted_traces(enc: Encoding, deadline: float) -> Iterator[tuple[list[int], int]]:
-    """Error paths' inputs found by bit-blasting the bounded integers (``nla2bv``).
+    """Error paths' inputs found by bit-blasting the query (counterexamples only).
 
-    Encodings with bitwise operators (Boolean bits summed into integers) defeat z3's
-    arithmetic solver but not a SAT solver over bit-vectors.  ``nla2bv`` sizes each
-    integer from its bounds (every input has its type's range); its "unsat" is not
-    trusted (an under-approximation where bounds are missing), so only satisfying
-    models are used, each a candidate trace that `replay` must still confirm.  Each
-    trace handed out is blocked before the next search.  Inputs read at a
-    non-constant position (the tactic takes no uninterpreted function) or
-    floating-point inputs: no search.
+    Bitwise operators (Boolean bits summed into integers) and IEEE arithmetic defeat
+    z3's default solver on mixed integer/float queries but not a SAT solver:
+    ``nla2bv`` turns the bounded integers into bit-vectors (every input has its
+    type's range), ``fpa2bv`` the floats.  ``nla2bv``'s "unsat" is not trusted (an
+    under-approximation where bounds are missing), so only satisfying models are
+    used, each a candidate trace that `replay` must still confirm; each trace handed
+    out is blocked before the next search, and the search assumes no undefined
+    behaviour on the trace (`Encoding.no_ub`), which the replay would reject.
+    Inputs read at a non-constant position
+    (the tactics take no uninterpreted function): no search.
     """
-    if enc.nd_kind is not None:
-        return
     # simplified first, so every input read has its constant position (ND(0 + 1) → ND(1))
     guards = [z3.simplify(e.guard) for e in enc.errors]
-    query = z3.And(*[z3.simplify(d) for d in enc.definitions], z3.Or(*guards))
-    reads: dict[int, z3.ExprRef] = {}
+    query = z3.And(*[z3.simplify(d) for d in (*enc.definitions, *enc.no_ub)], z3.Or(*guards))
+    seqs = {"nd": enc.nd_func}
+    if enc.nd_kind is not None:
+        seqs["kind"] = enc.nd_kind
+        seqs.update({f"bits{w}": f for w, f in enc.nd_bits.items()})
+    reads: dict[tuple[str, int], z3.ExprRef] = {}
     todo, seen = [query], set()
     while todo:
         e = todo.pop()
         if e.get_id() in seen:
             continue
         seen.add(e.get_id())
-        if z3.is_app(e) and e.decl().eq(enc.nd_func):
-            if not z3.is_int_value(e.arg(0)):
-                return
-            reads[e.arg(0).as_long()] = e
+        if z3.is_app(e):
+            name = next((n for n, f in seqs.items() if e.decl().eq(f)), None)
+            if name is not None:
+                if not z3.is_int_value(e.arg(0)):
+                    return
+                reads[name, e.arg(0).as_long()] = e
         todo.extend(e.children())
-    subs = [(app, z3.Int(f"nd!{i}")) for i, app in reads.items()]
+    consts = {key: z3.Const(f"{key[0]}!{key[1]}", app.sort()) for key, app in reads.items()}
+    subs = [(app, consts[key]) for key, app in reads.items()]
 
     def sub(e: z3.ExprRef) -> z3.ExprRef:
         return z3.substitute(e, *subs) if subs else e
 
-    solver = z3.Then("simplify", "propagate-values", "solve-eqs", "purify-arith", "nla2bv",
-                     "bit-blast", "sat").solver()
+    prep = ["simplify", "propagate-values", "solve-eqs"]
+    solver = z3.OrElse(
+        z3.Then(*prep, "purify-arith", "nla2bv", "bit-blast", "sat"),
+        z3.Then(*prep, "fpa2bv", "simplify", "bit-blast", "smt"),
+    ).solver()
     solver.add(sub(query))
     while (left_ms := int((deadline - time.monotonic()) * 1000)) > 100:
         solver.set("timeout", left_ms)
         if solver.check() != z3.sat:
             return
         m = solver.model()
+
+        def value(key: tuple[str, int], m: z3.ModelRef = m) -> int:
+            c = consts.get(key)
+            return m.eval(c, model_completion=True).as_long() if c is not None else 0
+
         found = None
         for path, guard in zip(enc.errors, guards, strict=True):
             if z3.is_true(m.eval(sub(guard), model_completion=True)):
                 n = m.eval(sub(z3.simplify(path.nd)), model_completion=True)
                 if z3.is_int_value(n):
-                    found = ([m.eval(z3.Int(f"nd!{i}"), model_completion=True).as_long()
+                    found = ([value((f"bits{value(('kind', i))}", i))
+                              if f"bits{value(('kind', i))}" in seqs else value(("nd", i))
                               for i in range(n.as_long())], path.line)
                 break
         if found is None:
             return
         yield found
-        solver.add(z3.Or([z3.Int(f"nd!{i}") != v for i, v in enumerate(found[0])
-                          if i in reads] or [z3.BoolVal(False)]))
+        solver.add(z3.Or([c != m.eval(c, model_completion=True) for c in consts.values()]
+                         or [z3.BoolVal(False)]))
 
 
 def _input(m: z3.ModelRef, enc: Encoding, i: int) -> int:

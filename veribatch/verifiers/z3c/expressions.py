@@ -267,7 +267,38 @@ class ExpressionsMixin:
             return self.ptr_arith(s, op, a, b, node)
         if is_float(a) or is_float(b):
             return s, self.float_arith(op, a, b, node)
-        return s, self.arith(op, a, b, node)
+        v = self.arith(op, a, b, node)
+        self.note_defined(s, op, a, b, v)
+        return s, v
+
+    def note_defined(self, state: State, op: str, a: Val, b: Val, r: Val) -> None:
+        """Unroll mode: what gcc's sanitised replay requires of this operation.
+
+        Signed overflow, a signed left shift of a negative value or beyond the
+        type, a shift count outside 0..width-1 and a division by zero are
+        undefined: the encoding gives them a value (so no path is cut and no
+        proof depends on them), but a trace through one is rejected by `replay`.
+        ``Implies(path condition, defined)`` goes to `Encoding.no_ub`, which only
+        the counterexample search of `engines._bit_blasted_traces` assumes, so it
+        does not hand out traces the replay must reject.
+        """
+        if self.mode != "unroll":
+            return
+        t = r.ctype
+        x, y = a.as_int(), b.as_int()
+        conds = []
+        if op in ("<<", ">>"):
+            conds += [y >= 0, y < t.width]
+            if op == "<<" and t.signed:
+                conds += [cint.convert(x, a.ctype, t) >= 0, cint.in_range(r.expr, t)]
+        elif op in ("+", "-", "*") and t.signed:
+            conds.append(cint.in_range(r.expr, t))
+        elif op in ("/", "%"):
+            conds.append(y != 0)
+            if t.signed:
+                conds.append(z3.Not(z3.And(x == t.lo, y == -1)))
+        if conds:
+            self.no_ub.append(z3.Implies(z3.And(*state.cond), z3.And(*conds)))
 
     def arith(self, op: str, a: Val, b: Val, node: c_ast.Node) -> Val:
         int_t = self.int_t
@@ -322,22 +353,25 @@ class ExpressionsMixin:
                 if k is not None and k >= 0 and (k & (k + 1)) == 0:
                     return Val(x % (k + 1) if k else z3.IntVal(0), t)
         if op in ("&", "|", "^"):
-            return Val(self.bitwise(op, ae, be, t, node), t)
+            return Val(self.bitwise(op, (a.as_int(), a.ctype), (b.as_int(), b.ctype), t, node), t)
         raise Unsupported(f"operator {op!r} unsupported", node)
 
-    def bitwise(self, op: str, ae: z3.ArithRef, be: z3.ArithRef, t: CType,
-                node: c_ast.Node) -> z3.ArithRef:
-        """`ae op be` in the (promoted, common) type `t`, bit by bit (C 6.5.10-12).
+    def bitwise(self, op: str, a: tuple[z3.ArithRef, CType], b: tuple[z3.ArithRef, CType],
+                t: CType, node: c_ast.Node) -> z3.ArithRef:
+        """`a op b` (values with their own types) in the common type `t`, bit by bit.
 
-        Both operands are read as their two's-complement bit patterns of `t`'s width
-        (gcc's representation; a signed operand out of range after an overflow, which
-        is undefined anyway, is wrapped first, so no path is cut here) and the result
-        is read back as a value of `t`.  A non-constant operand ``u`` (taken modulo
-        2^w) gets w fresh Boolean bits with ``u = sum(bit_i * 2^i)``: linear integer
-        arithmetic, which z3 bit-blasts well (`engines.run_bmc` searches such
-        encodings for counterexamples with ``nla2bv``); bv2int/int2bv links are far
-        slower.  For bounded model checking only: in the Horn encoding it is
-        `BmcOnly`, so such a program is proved only by a complete unrolling.
+        C 6.5.10-12 on gcc's two's complement: both operands converted to `t` (a
+        signed value out of range after an overflow, undefined anyway, is wrapped, so
+        no path is cut here) and the result read back as a value of `t`.  A
+        non-constant operand gets fresh Boolean bits ``bit_i`` with ``value =
+        sum(bit_i * 2^i)`` (minus ``bit_k * 2^k`` for the sign of a signed operand):
+        linear integer arithmetic, which z3 bit-blasts well (`engines.run_bmc`
+        searches such encodings for counterexamples with ``nla2bv``); bv2int/int2bv
+        links are far slower.  An operand of a narrower type (a promoted `char` or
+        `short`) gets only its own type's bits, the rest being zero (unsigned) or
+        copies of its sign bit.  For bounded model checking only: in the Horn
+        encoding it is `BmcOnly`, so such a program is proved only by a complete
+        unrolling.
         """
         from veribatch.verifiers.z3c.memory import BmcOnly
 
@@ -346,19 +380,26 @@ class ExpressionsMixin:
         w = t.width
         self.bit_level = True
 
-        def bits(e: z3.ArithRef) -> list[z3.BoolRef]:
-            u = z3.simplify(e % (1 << w))
-            if z3.is_int_value(u):
-                k = u.as_long()
-                return [z3.BoolVal(bool(k >> i & 1)) for i in range(w)]
-            bs = [z3.FreshBool("bit") for _ in range(w)]
-            self.definitions.append(u == z3.Sum([z3.If(b, z3.IntVal(1 << i), 0)
-                                                 for i, b in enumerate(bs)]))
-            return bs
+        def bits(e: z3.ArithRef, src: CType) -> list[z3.BoolRef]:
+            e = cint.convert(e, src, t)
+            k = z3.simplify(e % (1 << w))
+            if z3.is_int_value(k):
+                return [z3.BoolVal(bool(k.as_long() >> i & 1)) for i in range(w)]
+            n = src.width if t.contains(src) and 0 < src.width < w and not src.is_bool else w
+            bs = [z3.FreshBool("bit") for _ in range(n)]
+            total = z3.Sum([z3.If(x, z3.IntVal(1 << i), 0) for i, x in enumerate(bs)])
+            if n == w:
+                self.definitions.append(k == total)
+                return bs
+            if src.signed:  # two's complement of the narrow value, sign-extended
+                self.definitions.append(e == total - z3.If(bs[-1], z3.IntVal(1 << n), 0))
+                return bs + [bs[-1]] * (w - n)
+            self.definitions.append(e == total)
+            return bs + [z3.BoolVal(False)] * (w - n)
 
         f = {"&": z3.And, "|": z3.Or, "^": z3.Xor}[op]
         terms = []
-        for i, (x, y) in enumerate(zip(bits(ae), bits(be), strict=True)):
+        for i, (x, y) in enumerate(zip(bits(*a), bits(*b), strict=True)):
             r = z3.simplify(f(x, y))
             if not z3.is_false(r):
                 terms.append(z3.If(r, z3.IntVal(1 << i), z3.IntVal(0)))
@@ -383,7 +424,9 @@ class ExpressionsMixin:
             elif is_float(cur) or is_float(v):
                 v = self.float_arith(node.op[:-1], cur, v, node)
             else:
-                v = self.arith(node.op[:-1], cur, v, node)
+                r = self.arith(node.op[:-1], cur, v, node)
+                self.note_defined(s, node.op[:-1], cur, v, r)
+                v = r
         new = self.coerce(v, loc.ctype, node)
         if isinstance(loc, Var) and loc.cname in self.havoc:
             new = self.fresh(loc.uid)  # outside the cone of influence: any value
