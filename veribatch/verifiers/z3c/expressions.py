@@ -385,6 +385,13 @@ class ExpressionsMixin:
             k = z3.simplify(e % (1 << w))
             if z3.is_int_value(k):
                 return [z3.BoolVal(bool(k.as_long() >> i & 1)) for i in range(w)]
+            # e's bit pattern: unsigned values are in range (C wraps them); a signed one
+            # is too unless an overflow (undefined) left it out: only then `mod`,
+            # which z3's arithmetic handles far worse than a case split
+            if t.signed:
+                k = z3.If(cint.in_range(e, t), z3.If(e < 0, e + (1 << w), e), k)
+            else:
+                k = z3.If(cint.in_range(e, t), e, k)
             n = src.width if t.contains(src) and 0 < src.width < w and not src.is_bool else w
             bs = [z3.FreshBool("bit") for _ in range(n)]
             total = z3.Sum([z3.If(x, z3.IntVal(1 << i), 0) for i, x in enumerate(bs)])
