@@ -390,6 +390,8 @@ class ExpressionsMixin:
             # which z3's arithmetic handles far worse than a case split
             if t.signed:
                 k = z3.If(cint.in_range(e, t), z3.If(e < 0, e + (1 << w), e), k)
+            elif z3.is_app_of(e, z3.Z3_OP_MOD) and _int_value(e.arg(1)) == 1 << w:
+                k = _wrap(e.arg(0), w)  # an unsigned result wrapped by `cint.convert`
             else:
                 k = z3.If(cint.in_range(e, t), e, k)
             n = src.width if t.contains(src) and 0 < src.width < w and not src.is_bool else w
@@ -443,6 +445,14 @@ class ExpressionsMixin:
 def _wide(t: CType) -> CType:
     """A type wide enough to hold any result before wrapping (for `convert`'s range test)."""
     return CType("wide", 200, True, 9)
+
+
+def _wrap(x: z3.ArithRef, w: int) -> z3.ArithRef:
+    """``x mod 2^w``, by cases for the usual one-off wraps (z3 handles `mod` badly)."""
+    m = 1 << w
+    return z3.If(z3.And(x >= 0, x < m), x,
+                 z3.If(z3.And(x >= m, x < 2 * m), x - m,
+                       z3.If(z3.And(x >= -m, x < 0), x + m, x % m)))
 
 
 def _int_value(e: z3.ExprRef) -> int | None:
