@@ -186,6 +186,13 @@ pair(
        __VERIFIER_assert((a | 3) != -5 || a >= -7); return 0; }""",
 )
 pair(
+    "bitwise-power-of-two",  # `b - 1` wraps (unsigned): its bits must not cost a `mod`
+    """int main() { unsigned int b = 1; while (__VERIFIER_nondet_int()) { b *= 2; if (b > 1000) break; }
+       if (b <= 1000) { __VERIFIER_assert((b & (b - 1)) == 0); } return 0; }""",
+    """int main() { unsigned int b = 1; while (__VERIFIER_nondet_int()) { b *= 2; if (b > 1000) break; }
+       if (b <= 1000) { __VERIFIER_assert((b & (b - 1)) == 0 && b != 64); } return 0; }""",
+)
+pair(
     "recursion-bounded",  # inlined like a loop is unrolled; n <= 5 makes the unrolling complete
     """int sum(int n) { if (n <= 0) return 0; return n + sum(n - 1); }
        int main() { int n = __VERIFIER_nondet_int(); assume_abort_if_not(n >= 0 && n <= 5);
