@@ -36,7 +36,7 @@ from veribatch.verifiers import cfront
 from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.calls import CallsMixin, nondet_type_name
 from veribatch.verifiers.z3c.control import ControlFlowMixin
-from veribatch.verifiers.z3c.expressions import ExpressionsMixin, _is_simple
+from veribatch.verifiers.z3c.expressions import ExpressionsMixin, _is_simple, uses_bitwise
 from veribatch.verifiers.z3c.floats import FloatsMixin, reads_floating_point
 from veribatch.verifiers.z3c.ir import (
     Clause,
@@ -104,6 +104,8 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         self.definitions: list[z3.BoolRef] = []  # global definitions of fresh terms (floats)
         self.bit_level = False  # a bitwise operator was encoded bit by bit (expressions.bitwise)
         self.no_ub: list[z3.BoolRef] = []  # no undefined behaviour (note_defined), search only
+        # only encodings the bit-blasted search runs on (engines.run_bmc) collect `no_ub`
+        self.track_ub = mode == "unroll" and (self.nd_kind is not None or uses_bitwise(ast))
         self.array_uids: set[str] = set()
         self.struct_uids: set[str] = set()  # variables naming a struct object (memory)
         self.struct_defs: dict[str, c_ast.Struct] = {}

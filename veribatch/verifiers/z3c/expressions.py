@@ -282,7 +282,7 @@ class ExpressionsMixin:
         the counterexample search of `engines._bit_blasted_traces` assumes, so it
         does not hand out traces the replay must reject.
         """
-        if self.mode != "unroll":
+        if not self.track_ub:
             return
         t = r.ctype
         x, y = a.as_int(), b.as_int()
@@ -445,6 +445,25 @@ class ExpressionsMixin:
 def _wide(t: CType) -> CType:
     """A type wide enough to hold any result before wrapping (for `convert`'s range test)."""
     return CType("wide", 200, True, 9)
+
+
+def uses_bitwise(ast: c_ast.Node) -> bool:
+    """Whether the program applies `&`, `|` or `^` (or their assignments) anywhere."""
+
+    class Scan(c_ast.NodeVisitor):
+        found = False
+
+        def visit_BinaryOp(self, node: c_ast.BinaryOp) -> None:
+            self.found = self.found or node.op in ("&", "|", "^")
+            self.generic_visit(node)
+
+        def visit_Assignment(self, node: c_ast.Assignment) -> None:
+            self.found = self.found or node.op in ("&=", "|=", "^=")
+            self.generic_visit(node)
+
+    scan = Scan()
+    scan.visit(ast)
+    return scan.found
 
 
 def _wrap(x: z3.ArithRef, w: int) -> z3.ArithRef:
