@@ -325,9 +325,9 @@ def _bit_blasted_traces(enc: Encoding, deadline: float) -> Iterator[tuple[list[i
     under-approximation where bounds are missing), so only satisfying models are
     used, each a candidate trace that `replay` must still confirm; each trace handed
     out is blocked before the next search, and the search assumes no undefined
-    behaviour on the trace (`Encoding.no_ub`), which the replay would reject.
-    Inputs read at a non-constant position
-    (the tactics take no uninterpreted function): no search.
+    behaviour on the trace (`Encoding.no_ub`), which the replay would reject.  Inputs
+    read at a non-constant position (the tactics take no uninterpreted function): no
+    search.
     """
     # simplified first, so every input read has its constant position (ND(0 + 1) → ND(1))
     guards = [z3.simplify(e.guard) for e in enc.errors]

@@ -400,6 +400,9 @@ class ExpressionsMixin:
             if n == w:
                 self.definitions.append(k == total)
                 return bs
+            # a value of `src` is in its range; were one not (a modelling gap), it gets
+            # some value of the range rather than cutting the path
+            e = z3.If(cint.in_range(e, src), e, z3.IntVal(src.lo))
             if src.signed:  # two's complement of the narrow value, sign-extended
                 self.definitions.append(e == total - z3.If(bs[-1], z3.IntVal(1 << n), 0))
                 return bs + [bs[-1]] * (w - n)
