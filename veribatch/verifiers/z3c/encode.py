@@ -104,8 +104,10 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         self.definitions: list[z3.BoolRef] = []  # global definitions of fresh terms (floats)
         self.bit_level = False  # a bitwise operator was encoded bit by bit (expressions.bitwise)
         self.no_ub: list[z3.BoolRef] = []  # no undefined behaviour (note_defined), search only
-        # only encodings the bit-blasted search runs on (engines.run_bmc) collect `no_ub`
-        self.track_ub = mode == "unroll" and (self.nd_kind is not None or uses_bitwise(ast))
+        # only encodings with bitwise operators collect `no_ub` for the bit-blasted search
+        # (engines.run_bmc): quadratic in the unrolling, it made floating-point programs'
+        # deep unrollings 4-6x slower to encode, and their traces rarely need it
+        self.track_ub = mode == "unroll" and uses_bitwise(ast)
         self.array_uids: set[str] = set()
         self.struct_uids: set[str] = set()  # variables naming a struct object (memory)
         self.struct_defs: dict[str, c_ast.Struct] = {}

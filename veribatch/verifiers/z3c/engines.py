@@ -325,7 +325,8 @@ def _bit_blasted_traces(enc: Encoding, deadline: float) -> Iterator[tuple[list[i
     under-approximation where bounds are missing), so only satisfying models are
     used, each a candidate trace that `replay` must still confirm; each trace handed
     out is blocked before the next search, and the search assumes no undefined
-    behaviour on the trace (`Encoding.no_ub`), which the replay would reject.  Inputs
+    behaviour on the trace (`Encoding.no_ub`, collected where bitwise operators
+    are), which the replay would reject.  Inputs
     read at a non-constant position (the tactics take no uninterpreted function): no
     search.
     """

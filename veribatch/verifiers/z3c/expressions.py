@@ -280,7 +280,8 @@ class ExpressionsMixin:
         proof depends on them), but a trace through one is rejected by `replay`.
         ``Implies(path condition, defined)`` goes to `Encoding.no_ub`, which only
         the counterexample search of `engines._bit_blasted_traces` assumes, so it
-        does not hand out traces the replay must reject.
+        does not hand out traces the replay must reject (collected only in programs
+        with bitwise operators: `Encoder.track_ub`).
         """
         if not self.track_ub:
             return
