@@ -1,6 +1,7 @@
 """Benchmark of the embedded Z3 verifier on InvBench (issues 3 and 9).
 
     python bench/verifier.py [--timeout 60] [--jobs 2] [--split easy|training] [--limit N]
+                             [--sample N [--seed S]]
                              [--floor 20] [--candidates 200]
 
 Every query goes through the production path — `verifiers.registry.get_verifier("z3")`
@@ -28,6 +29,7 @@ import argparse
 import collections
 import json
 import os  # noqa: E402
+import random
 import re
 import statistics
 import sys
@@ -92,7 +94,8 @@ def _sides_with_rerun(res, rerun: str | None) -> bool:
     return str(res.status) == "FALSE" == rerun and "reach_error reached" in str(cex.get("replay"))
 
 
-def run_split(split: str, timeout: float, jobs: int, limit: int | None) -> int:
+def run_split(split: str, timeout: float, jobs: int, limit: int | None,
+              sample: int | None = None, seed: int = 0) -> int:
     if split == "easy":
         folder = DATA / "Evaluation" / "Easy"
         timing = json.loads((DATA / "Evaluation" / "timing_easy.json").read_text())
@@ -102,6 +105,8 @@ def run_split(split: str, timeout: float, jobs: int, limit: int | None) -> int:
     expected = {row["file"]: row["result"] for row in timing}
     disputed = _disputed_labels(expected) if split == "easy" else {}
     files = sorted(f for f in expected if (folder / f).exists())
+    if sample:  # a seeded random sample of the split (the first N are not representative)
+        files = sorted(random.Random(seed).sample(files, min(sample, len(files))))
     if limit:
         files = files[:limit]
 
@@ -134,7 +139,9 @@ def run_split(split: str, timeout: float, jobs: int, limit: int | None) -> int:
     )
     by_status = collections.Counter(str(r.status) for _, r, _ in results)
     print()
-    print(f"split={split} programs={len(results)} timeout={timeout:g}s jobs={jobs} "
+    print(f"split={split} programs={len(results)}"
+          + (f" (seeded sample: --sample {sample} --seed {seed})" if sample else "")
+          + f" timeout={timeout:g}s jobs={jobs} "
           f"elapsed={time.monotonic() - t_start:.0f}s")
     print(f"statuses: {dict(by_status)}")
     print(f"decided: {len(decided)}/{len(results)} = {100 * len(decided) / max(1, len(results)):.1f}%"
@@ -231,6 +238,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--split", choices=("easy", "training"), default="easy")
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--sample", type=int, default=None, help="a random sample of N programs")
+    ap.add_argument("--seed", type=int, default=0, help="the sample's seed")
     ap.add_argument("--candidates", type=int, default=200, help="training programs for latency")
     ap.add_argument("--floor", type=int, default=20, help="queries of a trivial program (0: skip)")
     ap.add_argument("--floor-only", action="store_true", help="measure the floor and stop")
@@ -240,7 +249,7 @@ def main() -> int:
         floor(args.floor)
     if args.floor_only:
         return 0
-    wrong = run_split(args.split, args.timeout, args.jobs, args.limit)
+    wrong = run_split(args.split, args.timeout, args.jobs, args.limit, args.sample, args.seed)
     if args.candidates:
         candidate_latency(args.candidates)
     return 1 if wrong else 0

@@ -140,3 +140,32 @@ def test_a_trace_through_an_undefined_shift_is_no_counterexample():
     assert res.status in (Status.UNKNOWN, Status.TIMEOUT), (res.status, res.reason)
     assert "unconfirmed counterexample" in res.reason
 
+
+
+def test_recursion_deeper_than_the_unrolling_is_never_proved():
+    """Unbounded recursion: calls beyond the inlining depth are cut, so never TRUE."""
+    text = prog("int sum(int n) { if (n <= 0) return 0; return n + sum(n - 1); }\n"
+                "int main() { int n = __VERIFIER_nondet_int(); assume_abort_if_not(n >= 0);\n"
+                "  __VERIFIER_assert(sum(n) != 7); return 0; }")  # true, but only by induction
+    res = api.verify(text, 3, in_process=True)
+    assert res.status in (Status.UNKNOWN, Status.TIMEOUT), (res.status, res.reason)
+    assert "recursion (sum)" in res.reason
+
+
+def test_the_counterexample_search_avoids_traces_the_replay_would_reject():
+    """A signed `<<` out of range is undefined: the bit-blasted search assumes it away.
+
+    Most inputs reaching the error overflow `(e + 64) << 24`; the search must hand
+    out only inputs for which the sanitised gcc replay reaches `reach_error`.
+    """
+    text = prog("int main() { unsigned int m = __VERIFIER_nondet_uint(); int e = __VERIFIER_nondet_int();\n"
+                "  assume_abort_if_not(e >= -64 && e < 192);\n"
+                "  unsigned int r = (m & 0xff00ffu) | (unsigned int)((e + 64) << 24);\n"
+                "  if ((r ^ m) == 0x01000000u) reach_error(); return 0; }")
+    res = api.verify(text, 20, in_process=True)
+    assert res.status is Status.FALSE, (res.status, res.reason)
+    cex = res.extras["counterexample"]
+    assert cex["replay"] == "reach_error reached by the compiled program"
+    assert cex["search"] == "bit-blast"
+    m, e = cex["inputs"]
+    assert (e + 64) << 24 < 2**31

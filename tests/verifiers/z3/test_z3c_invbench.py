@@ -7,12 +7,14 @@ Budgets are short here; `bench/verifier.py` runs the whole easy split at 60 s.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from veribatch.verifiers.result import Status
-from veribatch.verifiers.z3c import api
+from veribatch.verifiers.z3c import api, engines, replay
+from veribatch.verifiers.z3c.encode import encode
 
 # Quickly decided programs of the easy split (both verdicts) and some outside the subset.
 EASY_SAMPLE = [
@@ -80,12 +82,49 @@ def test_easy_sample_zero_wrong_and_decides_the_known_ones(shared_data: Path, in
     assert {"trex01-1_1.c", "ps5-ll_unwindbound1_3.c", "sum04-2_1.c"} <= decided
     assert len(decided) >= 11, {n: (r.status, r.reason) for n, r in got.items()}
     assert got["brs2f_1.c"].status is Status.FALSE  # arrays: the memory model's BMC
-    assert got["freire2_valuebound10_6.c"].status is Status.UNKNOWN
-    assert "unsupported" in got["freire2_valuebound10_6.c"].reason
     # the heap is in the Horn encoding, but sll-01-1_8 reads never-written `inner` fields
     assert got["sll-01-1_8.c"].status in (Status.UNKNOWN, Status.TIMEOUT)
     # a TRUE from Spacer carries re-checked invariants in C
     assert got["benchmark24_conjunctive_1.c"].extras["invariants"]
+
+
+def test_floating_point_counterexample_found_by_bit_blasting(invbench_easy: Path):
+    """freire2: `(int)(... == 0)` fails by a rounding error of 2^-50 for most inputs in [0, 10].
+
+    z3's default solver needs 30-90 s on the mixed integer/IEEE query here; the
+    bit-blasted search (`engines._bit_blasted_traces`) finds inputs in seconds, and
+    gcc's replay of their exact bits confirms them.
+    """
+    name = "freire2_valuebound10_6.c"
+    res = api.verify((invbench_easy / name).read_text(), 30, in_process=True, filename=name)
+    assert res.status is Status.FALSE, (res.status, res.reason)
+    cex = res.extras["counterexample"]
+    assert cex["replay"] == "reach_error reached by the compiled program"
+    assert cex["search"] == "bit-blast"
+
+
+def test_bit_blasted_search_hands_out_only_traces_free_of_undefined_behaviour(invbench_easy: Path):
+    """soft_float: most error paths shift a signed exponent into the sign bit (UB).
+
+    The search assumes the conditions UBSan checks (`Encoding.no_ub`), so its very
+    first trace is one gcc's sanitised replay runs into `reach_error`; without them
+    the first models z3 returns here overflow `(e + 128) << 24` and are rejected.
+    """
+    ast = engines.parsed((invbench_easy / "soft_float_4-3.c.cil_2.c").read_text())
+    enc = encode(ast, mode="unroll", depth=0)
+    assert enc.bit_level and enc.no_ub
+    values, _line = next(engines._bit_blasted_traces(enc, time.monotonic() + 60))
+    rep = replay.replay(ast, values)
+    assert rep.confirmed, rep.detail
+
+
+@pytest.mark.slow
+def test_bitwise_cil_program_counterexample(invbench_easy: Path):
+    """soft_float (CIL): `&`/`|` on unsigned ints, gotos; the exponent difference reaches 32."""
+    name = "soft_float_4-3.c.cil_2.c"
+    res = api.verify((invbench_easy / name).read_text(), 60, in_process=True, filename=name)
+    assert res.status is Status.FALSE, (res.status, res.reason)
+    assert res.extras["counterexample"]["replay"] == "reach_error reached by the compiled program"
 
 
 @pytest.mark.slow

@@ -173,6 +173,35 @@ pair(
        int h = x >> 1; __VERIFIER_assert(h == x / 2); return 0; }""",
 )
 pair(
+    "bitwise-and-or-xor",  # C's & | ^ on two's complement, promoted char, negative int
+    """extern unsigned char __VERIFIER_nondet_uchar(void);
+       int main() { unsigned char x = __VERIFIER_nondet_uchar();
+       int a = __VERIFIER_nondet_int(); assume_abort_if_not(a >= -8 && a <= 8);
+       __VERIFIER_assert((x & 0x0f) + (x & 0xf0) == x); __VERIFIER_assert((x | 0x80) >= 128 && (x ^ x) == 0);
+       __VERIFIER_assert((a | 3) != -5 || (a >= -8 && a <= -5)); return 0; }""",
+    """extern unsigned char __VERIFIER_nondet_uchar(void);
+       int main() { unsigned char x = __VERIFIER_nondet_uchar();
+       int a = __VERIFIER_nondet_int(); assume_abort_if_not(a >= -8 && a <= 8);
+       __VERIFIER_assert((x & 0x0f) + (x & 0xf0) == x); __VERIFIER_assert((x | 0x80) >= 128 && (x ^ x) == 0);
+       __VERIFIER_assert((a | 3) != -5 || a >= -7); return 0; }""",
+)
+pair(
+    "bitwise-power-of-two",  # `b - 1` wraps (unsigned): its bits must not cost a `mod`
+    """int main() { unsigned int b = 1; while (__VERIFIER_nondet_int()) { b *= 2; if (b > 1000) break; }
+       if (b <= 1000) { __VERIFIER_assert((b & (b - 1)) == 0); } return 0; }""",
+    """int main() { unsigned int b = 1; while (__VERIFIER_nondet_int()) { b *= 2; if (b > 1000) break; }
+       if (b <= 1000) { __VERIFIER_assert((b & (b - 1)) == 0 && b != 64); } return 0; }""",
+)
+pair(
+    "recursion-bounded",  # inlined like a loop is unrolled; n <= 5 makes the unrolling complete
+    """int sum(int n) { if (n <= 0) return 0; return n + sum(n - 1); }
+       int main() { int n = __VERIFIER_nondet_int(); assume_abort_if_not(n >= 0 && n <= 5);
+       __VERIFIER_assert(sum(n) != 7); return 0; }""",
+    """int sum(int n) { if (n <= 0) return 0; return n + sum(n - 1); }
+       int main() { int n = __VERIFIER_nondet_int(); assume_abort_if_not(n >= 0 && n <= 5);
+       __VERIFIER_assert(sum(n) != 6); return 0; }""",
+)
+pair(
     "for-decl-shadowing",
     """int main() { int i = 7; int s = 0; for (int i = 0; i < 3; i++) { s += i; }
        __VERIFIER_assert(i == 7 && s == 3); return 0; }""",
@@ -195,8 +224,6 @@ UNSUPPORTED: list[tuple[str, str, str]] = [
     ("union", "unions", prog("int main() { union u { int f; } v; v.f = 1; __VERIFIER_assert(v.f == 1); return 0; }")),
     ("address-taken", "address of a variable",
      prog("int main() { int x = 1; int *p = &x; *p = 2; __VERIFIER_assert(x == 2); return 0; }")),
-    ("recursion", "recursion", prog("int f(int n) { if (n <= 0) return 0; return f(n - 1); }\n"
-                                    "int main() { __VERIFIER_assert(f(3) == 0); return 0; }")),
     ("long-double", "long double", prog("int main() { long double d = 1.5; __VERIFIER_assert(d > 1); return 0; }")),
     ("goto", "goto", prog("int main() { int x = 0; l: x++; if (x < 3) goto l; __VERIFIER_assert(x == 3); return 0; }")),
     ("undefined-call", "undefined function foo", prog("int foo(int); int main() { __VERIFIER_assert(foo(1) == 1); return 0; }")),

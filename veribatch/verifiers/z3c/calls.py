@@ -130,7 +130,18 @@ class CallsMixin:
         fname = fdef.decl.name
         dummy = Val(z3.IntVal(0), self.int_t)
         if fname in self.call_stack:
-            raise Unsupported(f"recursion ({fname}) unsupported", node)
+            # Recursion is inlined like a loop is unrolled: at most depth + 1 nested
+            # recursive activations, deeper calls cut (so only an unrolling that shows
+            # them infeasible proves anything); Horn clauses would need a summary
+            # predicate per function: BMC only.
+            from veribatch.verifiers.z3c.memory import BmcOnly
+
+            if self.mode != "unroll":
+                raise BmcOnly(f"recursion ({fname}) unsupported", node)
+            if self.call_stack.count(fname) > self.depth + 1:
+                self.cut = True
+                self.cut_guards.append(z3.And(*state.cond))
+                return None, dummy
         ftype = fdef.decl.type
         params = [
             p for p in (ftype.args.params if ftype.args else [])

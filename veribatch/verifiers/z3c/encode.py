@@ -36,7 +36,7 @@ from veribatch.verifiers import cfront
 from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.calls import CallsMixin, nondet_type_name
 from veribatch.verifiers.z3c.control import ControlFlowMixin
-from veribatch.verifiers.z3c.expressions import ExpressionsMixin, _is_simple
+from veribatch.verifiers.z3c.expressions import ExpressionsMixin, _is_simple, uses_bitwise
 from veribatch.verifiers.z3c.floats import FloatsMixin, reads_floating_point
 from veribatch.verifiers.z3c.ir import (
     Clause,
@@ -105,6 +105,12 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         self.instances: dict[int, int] = {}
         self.int_t = cint.type_named("int", data_model)
         self.definitions: list[z3.BoolRef] = []  # global definitions of fresh terms (floats)
+        self.bit_level = False  # a bitwise operator was encoded bit by bit (expressions.bitwise)
+        self.no_ub: list[z3.BoolRef] = []  # no undefined behaviour (note_defined), search only
+        # only encodings with bitwise operators collect `no_ub` for the bit-blasted search
+        # (engines.run_bmc): quadratic in the unrolling, it made floating-point programs'
+        # deep unrollings 4-6x slower to encode, and their traces rarely need it
+        self.track_ub = mode == "unroll" and uses_bitwise(ast)
         self.array_uids: set[str] = set()
         self.struct_uids: set[str] = set()  # variables naming a struct object (memory)
         self.struct_defs: dict[str, c_ast.Struct] = {}
@@ -168,6 +174,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         return Encoding(
             self.mode, self.preds, self.clauses, self.errors, self.nd_func, self.sites,
             self.cut, self.cut_guards, self.definitions, self.nd_kind, self.nd_bits, self.heap,
+            self.bit_level, self.no_ub,
         )
 
 

@@ -19,10 +19,11 @@ Z3 is killed from outside; `timeout_ms` is also passed to Z3 itself.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import z3
@@ -287,6 +288,20 @@ def run_templates(
 def run_bmc(
     text: str, timeout_s: float, *, data_model: str = "ILP32", start_depth: int = 0
 ) -> dict[str, Any]:
+    """`_run_bmc`; an unrolling nested deeper than Python's stack (deep recursion
+    inlined) is an UNKNOWN naming it, never a crash or a verdict."""
+    try:
+        return _run_bmc(text, timeout_s, data_model=data_model, start_depth=start_depth)
+    except (RecursionError, ctypes.ArgumentError) as exc:
+        if not isinstance(exc, RecursionError) and "RecursionError" not in str(exc):
+            raise
+        return {"answer": "unknown",
+                "reason": "unrolling nested too deeply for the encoder (deep recursion inlined)"}
+
+
+def _run_bmc(
+    text: str, timeout_s: float, *, data_model: str = "ILP32", start_depth: int = 0
+) -> dict[str, Any]:
     """Iterative deepening from `start_depth` (a later slice continues where one stopped).
 
     Unrolling a loop `depth` times keeps every path that leaves it earlier, so a
@@ -310,6 +325,23 @@ def run_bmc(
         if left_ms <= 0:
             return {"answer": "unknown", "reason": f"timeout at depth {depth}", "next_depth": depth}
         errors_unsat = not enc.errors
+        if enc.errors and (enc.bit_level or enc.nd_kind is not None):
+            # bitwise operators or floating point: the default solver rarely decides
+            # these queries in a slice, so the search gets 3/4 of what is left; each
+            # trace gcc rejects is blocked and the search goes on
+            for values, line in _bit_blasted_traces(enc, time.monotonic() + left_ms * 0.75e-3):
+                rep = replay.replay(ast, values, data_model=data_model)
+                if rep.confirmed:
+                    return {
+                        "answer": "false",
+                        "counterexample": {"inputs": values, "error_line": line, "depth": depth,
+                                           "replay": rep.detail, "search": "bit-blast"},
+                    }
+                last_reason = f"timeout; unconfirmed counterexample at depth {depth}: {rep.detail}"
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                return {"answer": "unknown", "reason": f"timeout at depth {depth}",
+                        "next_depth": depth}
         if enc.errors:
             s = z3.Solver()
             s.add(*enc.definitions)
@@ -341,6 +373,80 @@ def run_bmc(
             return {"answer": "safe", "proof": "complete-unrolling", "invariants": []}
         depth = depth * 2 + 1
     return {"answer": "unknown", "reason": last_reason, "next_depth": depth}
+
+
+def _bit_blasted_traces(enc: Encoding, deadline: float) -> Iterator[tuple[list[int], int]]:
+    """Error paths' inputs found by bit-blasting the query (counterexamples only).
+
+    Bitwise operators (Boolean bits summed into integers) and IEEE arithmetic defeat
+    z3's default solver on mixed integer/float queries but not a SAT solver:
+    ``nla2bv`` turns the bounded integers into bit-vectors (every input has its
+    type's range), ``fpa2bv`` the floats.  ``nla2bv``'s "unsat" is not trusted (an
+    under-approximation where bounds are missing), so only satisfying models are
+    used, each a candidate trace that `replay` must still confirm; each trace handed
+    out is blocked before the next search, and the search assumes no undefined
+    behaviour on the trace (`Encoding.no_ub`, collected where bitwise operators
+    are), which the replay would reject.  Inputs
+    read at a non-constant position (the tactics take no uninterpreted function): no
+    search.
+    """
+    # simplified first, so every input read has its constant position (ND(0 + 1) → ND(1))
+    guards = [z3.simplify(e.guard) for e in enc.errors]
+    query = z3.And(*[z3.simplify(d) for d in (*enc.definitions, *enc.no_ub)], z3.Or(*guards))
+    seqs = {"nd": enc.nd_func}
+    if enc.nd_kind is not None:
+        seqs["kind"] = enc.nd_kind
+        seqs.update({f"bits{w}": f for w, f in enc.nd_bits.items()})
+    reads: dict[tuple[str, int], z3.ExprRef] = {}
+    todo, seen = [query], set()
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_app(e):
+            name = next((n for n, f in seqs.items() if e.decl().eq(f)), None)
+            if name is not None:
+                if not z3.is_int_value(e.arg(0)):
+                    return
+                reads[name, e.arg(0).as_long()] = e
+        todo.extend(e.children())
+    consts = {key: z3.Const(f"{key[0]}!{key[1]}", app.sort()) for key, app in reads.items()}
+    subs = [(app, consts[key]) for key, app in reads.items()]
+
+    def sub(e: z3.ExprRef) -> z3.ExprRef:
+        return z3.substitute(e, *subs) if subs else e
+
+    prep = ["simplify", "propagate-values", "solve-eqs"]
+    solver = z3.OrElse(
+        z3.Then(*prep, "purify-arith", "nla2bv", "bit-blast", "sat"),
+        z3.Then(*prep, "fpa2bv", "simplify", "bit-blast", "smt"),
+    ).solver()
+    solver.add(sub(query))
+    while (left_ms := int((deadline - time.monotonic()) * 1000)) > 100:
+        solver.set("timeout", left_ms)
+        if solver.check() != z3.sat:
+            return
+        m = solver.model()
+
+        def value(key: tuple[str, int], m: z3.ModelRef = m) -> int:
+            c = consts.get(key)
+            return m.eval(c, model_completion=True).as_long() if c is not None else 0
+
+        found = None
+        for path, guard in zip(enc.errors, guards, strict=True):
+            if z3.is_true(m.eval(sub(guard), model_completion=True)):
+                n = m.eval(sub(z3.simplify(path.nd)), model_completion=True)
+                if z3.is_int_value(n):
+                    found = ([value((f"bits{value(('kind', i))}", i))
+                              if f"bits{value(('kind', i))}" in seqs else value(("nd", i))
+                              for i in range(n.as_long())], path.line)
+                break
+        if found is None:
+            return
+        yield found
+        solver.add(z3.Or([c != m.eval(c, model_completion=True) for c in consts.values()]
+                         or [z3.BoolVal(False)]))
 
 
 def _input(m: z3.ModelRef, enc: Encoding, i: int) -> int:

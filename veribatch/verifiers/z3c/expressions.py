@@ -267,7 +267,39 @@ class ExpressionsMixin:
             return self.ptr_arith(s, op, a, b, node)
         if is_float(a) or is_float(b):
             return s, self.float_arith(op, a, b, node)
-        return s, self.arith(op, a, b, node)
+        v = self.arith(op, a, b, node)
+        self.note_defined(s, op, a, b, v)
+        return s, v
+
+    def note_defined(self, state: State, op: str, a: Val, b: Val, r: Val) -> None:
+        """Unroll mode: what gcc's sanitised replay requires of this operation.
+
+        Signed overflow, a signed left shift of a negative value or beyond the
+        type, a shift count outside 0..width-1 and a division by zero are
+        undefined: the encoding gives them a value (so no path is cut and no
+        proof depends on them), but a trace through one is rejected by `replay`.
+        ``Implies(path condition, defined)`` goes to `Encoding.no_ub`, which only
+        the counterexample search of `engines._bit_blasted_traces` assumes, so it
+        does not hand out traces the replay must reject (collected only in programs
+        with bitwise operators: `Encoder.track_ub`).
+        """
+        if not self.track_ub:
+            return
+        t = r.ctype
+        x, y = a.as_int(), b.as_int()
+        conds = []
+        if op in ("<<", ">>"):
+            conds += [y >= 0, y < t.width]
+            if op == "<<" and t.signed:
+                conds += [cint.convert(x, a.ctype, t) >= 0, cint.in_range(r.expr, t)]
+        elif op in ("+", "-", "*") and t.signed:
+            conds.append(cint.in_range(r.expr, t))
+        elif op in ("/", "%"):
+            conds.append(y != 0)
+            if t.signed:
+                conds.append(z3.Not(z3.And(x == t.lo, y == -1)))
+        if conds:
+            self.no_ub.append(z3.Implies(z3.And(*state.cond), z3.And(*conds)))
 
     def arith(self, op: str, a: Val, b: Val, node: c_ast.Node) -> Val:
         int_t = self.int_t
@@ -321,10 +353,71 @@ class ExpressionsMixin:
                 k = _int_value(y)
                 if k is not None and k >= 0 and (k & (k + 1)) == 0:
                     return Val(x % (k + 1) if k else z3.IntVal(0), t)
-            raise Unsupported("bitwise & with a non-mask operand unsupported", node)
-        if op in ("|", "^"):
-            raise Unsupported(f"bitwise {op} unsupported", node)
+        if op in ("&", "|", "^"):
+            return Val(self.bitwise(op, (a.as_int(), a.ctype), (b.as_int(), b.ctype), t, node), t)
         raise Unsupported(f"operator {op!r} unsupported", node)
+
+    def bitwise(self, op: str, a: tuple[z3.ArithRef, CType], b: tuple[z3.ArithRef, CType],
+                t: CType, node: c_ast.Node) -> z3.ArithRef:
+        """`a op b` (values with their own types) in the common type `t`, bit by bit.
+
+        C 6.5.10-12 on gcc's two's complement: both operands converted to `t` (a
+        signed value out of range after an overflow, undefined anyway, is wrapped, so
+        no path is cut here) and the result read back as a value of `t`.  A
+        non-constant operand gets fresh Boolean bits ``bit_i`` with ``value =
+        sum(bit_i * 2^i)`` (minus ``bit_k * 2^k`` for the sign of a signed operand):
+        linear integer arithmetic, which z3 bit-blasts well (`engines.run_bmc`
+        searches such encodings for counterexamples with ``nla2bv``); bv2int/int2bv
+        links are far slower.  An operand of a narrower type (a promoted `char` or
+        `short`) gets only its own type's bits, the rest being zero (unsigned) or
+        copies of its sign bit.  For bounded model checking only: in the Horn
+        encoding it is `BmcOnly`, so such a program is proved only by a complete
+        unrolling.
+        """
+        from veribatch.verifiers.z3c.memory import BmcOnly
+
+        if self.mode != "unroll":
+            raise BmcOnly(f"bitwise {op} unsupported", node)
+        w = t.width
+        self.bit_level = True
+
+        def bits(e: z3.ArithRef, src: CType) -> list[z3.BoolRef]:
+            e = cint.convert(e, src, t)
+            k = z3.simplify(e % (1 << w))
+            if z3.is_int_value(k):
+                return [z3.BoolVal(bool(k.as_long() >> i & 1)) for i in range(w)]
+            # e's bit pattern: unsigned values are in range (C wraps them); a signed one
+            # is too unless an overflow (undefined) left it out: only then `mod`,
+            # which z3's arithmetic handles far worse than a case split
+            if t.signed:
+                k = z3.If(cint.in_range(e, t), z3.If(e < 0, e + (1 << w), e), k)
+            elif z3.is_app_of(e, z3.Z3_OP_MOD) and _int_value(e.arg(1)) == 1 << w:
+                k = _wrap(e.arg(0), w)  # an unsigned result wrapped by `cint.convert`
+            else:
+                k = z3.If(cint.in_range(e, t), e, k)
+            n = src.width if t.contains(src) and 0 < src.width < w and not src.is_bool else w
+            bs = [z3.FreshBool("bit") for _ in range(n)]
+            total = z3.Sum([z3.If(x, z3.IntVal(1 << i), 0) for i, x in enumerate(bs)])
+            if n == w:
+                self.definitions.append(k == total)
+                return bs
+            # a value of `src` is in its range; were one not (a modelling gap), it gets
+            # some value of the range rather than cutting the path
+            e = z3.If(cint.in_range(e, src), e, z3.IntVal(src.lo))
+            if src.signed:  # two's complement of the narrow value, sign-extended
+                self.definitions.append(e == total - z3.If(bs[-1], z3.IntVal(1 << n), 0))
+                return bs + [bs[-1]] * (w - n)
+            self.definitions.append(e == total)
+            return bs + [z3.BoolVal(False)] * (w - n)
+
+        f = {"&": z3.And, "|": z3.Or, "^": z3.Xor}[op]
+        terms = []
+        for i, (x, y) in enumerate(zip(bits(*a), bits(*b), strict=True)):
+            r = z3.simplify(f(x, y))
+            if not z3.is_false(r):
+                terms.append(z3.If(r, z3.IntVal(1 << i), z3.IntVal(0)))
+        u = z3.Sum(terms) if terms else z3.IntVal(0)
+        return z3.If(u > t.hi, u - (1 << w), u) if t.signed else u
 
     def eval_assign(self, state: State, node: c_ast.Assignment) -> tuple[State | None, Val]:
         s, loc = self.lvalue(state, node.lvalue)
@@ -344,7 +437,9 @@ class ExpressionsMixin:
             elif is_float(cur) or is_float(v):
                 v = self.float_arith(node.op[:-1], cur, v, node)
             else:
-                v = self.arith(node.op[:-1], cur, v, node)
+                r = self.arith(node.op[:-1], cur, v, node)
+                self.note_defined(s, node.op[:-1], cur, v, r)
+                v = r
         new = self.coerce(v, loc.ctype, node)
         if isinstance(loc, Var) and loc.cname in self.havoc:
             new = self.fresh_like(loc.uid, new)  # outside the cone of influence: any value
@@ -354,6 +449,33 @@ class ExpressionsMixin:
 def _wide(t: CType) -> CType:
     """A type wide enough to hold any result before wrapping (for `convert`'s range test)."""
     return CType("wide", 200, True, 9)
+
+
+def uses_bitwise(ast: c_ast.Node) -> bool:
+    """Whether the program applies `&`, `|` or `^` (or their assignments) anywhere."""
+
+    class Scan(c_ast.NodeVisitor):
+        found = False
+
+        def visit_BinaryOp(self, node: c_ast.BinaryOp) -> None:
+            self.found = self.found or node.op in ("&", "|", "^")
+            self.generic_visit(node)
+
+        def visit_Assignment(self, node: c_ast.Assignment) -> None:
+            self.found = self.found or node.op in ("&=", "|=", "^=")
+            self.generic_visit(node)
+
+    scan = Scan()
+    scan.visit(ast)
+    return scan.found
+
+
+def _wrap(x: z3.ArithRef, w: int) -> z3.ArithRef:
+    """``x mod 2^w``, by cases for the usual one-off wraps (z3 handles `mod` badly)."""
+    m = 1 << w
+    return z3.If(z3.And(x >= 0, x < m), x,
+                 z3.If(z3.And(x >= m, x < 2 * m), x - m,
+                       z3.If(z3.And(x >= -m, x < 0), x + m, x % m)))
 
 
 def _int_value(e: z3.ExprRef) -> int | None:

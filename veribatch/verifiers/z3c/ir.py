@@ -139,3 +139,5 @@ class Encoding:
     nd_kind: z3.FuncDeclRef | None = None  # unroll mode with floats: which sequence slot i reads
     nd_bits: dict[int, z3.FuncDeclRef] = field(default_factory=dict)  # width → bits sequence
     heap: bool = False  # the memory model's state ($mem, $pmem, $size, $next) is in the encoding
+    bit_level: bool = False  # unroll mode: some `&`/`|`/`^` is encoded bit by bit
+    no_ub: list[z3.BoolRef] = field(default_factory=list)  # unroll mode: no undefined behaviour
