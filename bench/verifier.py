@@ -94,6 +94,16 @@ def _sides_with_rerun(res, rerun: str | None) -> bool:
     return str(res.status) == "FALSE" == rerun and "reach_error reached" in str(cex.get("replay"))
 
 
+def _certified(res) -> bool:
+    """TRUE from a re-checked proof (Spacer/templates, or a complete unrolling), FALSE from a
+    trace gcc replayed into reach_error: what issue 21 asks of every verdict."""
+    extras = res.extras or {}
+    if str(res.status) == "TRUE":
+        return extras.get("proof_checked") is True and bool(extras.get("proof"))
+    cex = extras.get("counterexample") or {}
+    return "reach_error reached" in str(cex.get("replay"))
+
+
 def run_split(split: str, timeout: float, jobs: int, limit: int | None,
               sample: int | None = None, seed: int = 0) -> int:
     if split == "easy":
@@ -148,6 +158,9 @@ def run_split(split: str, timeout: float, jobs: int, limit: int | None,
           f"  (TRUE {sum(1 for r in decided if r[1].status.value == 'TRUE')},"
           f" FALSE {sum(1 for r in decided if r[1].status.value == 'FALSE')})")
     print(f"wrong verdicts: {len(wrong)}" + (f"  {[w[0] for w in wrong]}" if wrong else ""))
+    bare = [r[0] for r in decided if not _certified(r[1])]
+    print(f"verdicts without a certificate (TRUE: re-checked proof; FALSE: gcc replay): "
+          f"{len(bare)}" + (f"  {bare}" if bare else ""))
     if len(against) > len(wrong):
         print(f"  against InvBench's published verdict: {len(against)}; the other "
               f"{len(against) - len(wrong)} are gcc-confirmed FALSE where Wonda's re-run of "
