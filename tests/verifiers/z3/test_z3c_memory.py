@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from z3c_programs import prog
+from z3c_programs import assert_memory_certificate, prog
 
 from veribatch.verifiers.result import Status
 from veribatch.verifiers.z3c import api, portfolio
@@ -61,13 +61,7 @@ MEMORY_CASES = [
 @pytest.mark.parametrize(("name", "expected", "text"), MEMORY_CASES, ids=[c[0] for c in MEMORY_CASES])
 def test_memory_construct_verdict_with_certificate(name, expected, text):
     res = api.verify(text, 20, in_process=True)
-    assert str(res.status) == expected, (name, res.status, res.reason)
-    if res.status is Status.FALSE:
-        assert res.extras["counterexample"]["replay"] == "reach_error reached by the compiled program"
-    elif res.extras["proof"] == "spacer":
-        assert res.extras["proof_checked"] is True and res.extras["assumes"] == HEAP_ASSUMPTION
-    else:
-        assert res.extras["proof"] == "complete-unrolling"
+    assert_memory_certificate(res, name, expected)
 
 
 @pytest.mark.parametrize(("name", "body"), [

@@ -287,3 +287,18 @@ CASES.append(("goto-over-a-declaration-safe", "TRUE", prog(
     "int main() { int c = __VERIFIER_nondet_int(); if (c) goto L; int y = 5;\n"
     "  L: __VERIFIER_assert(c || y == 5); return 0; }")))
 
+
+
+def assert_memory_certificate(res, name: str, expected: str) -> None:  # noqa: ANN001
+    """The verdict of a memory program and its certificate: a FALSE replayed by gcc, a
+    Spacer TRUE re-checked and naming the heap model it assumes, else a complete unrolling."""
+    from veribatch.verifiers.result import Status
+    from veribatch.verifiers.z3c.engines import HEAP_ASSUMPTION
+
+    assert str(res.status) == expected, (name, res.status, res.reason)
+    if res.status is Status.FALSE:
+        assert res.extras["counterexample"]["replay"] == "reach_error reached by the compiled program"
+    elif res.extras["proof"] == "spacer":
+        assert res.extras["proof_checked"] is True and res.extras["assumes"] == HEAP_ASSUMPTION
+    else:
+        assert res.extras["proof"] == "complete-unrolling"

@@ -13,7 +13,7 @@ must be read with `else_value()` and its `Var(i)` substituted).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import z3
@@ -21,22 +21,23 @@ import z3
 from veribatch.verifiers.z3c.encode import Clause, Encoding, Pred
 
 
-def free_consts(e: z3.ExprRef) -> list[z3.ExprRef]:
-    """Uninterpreted constants of `e` (the universally quantified clause variables)."""
-    out: dict[int, z3.ExprRef] = {}
-    seen: set[int] = set()
-    stack = [e]
+def subterms(e: z3.ExprRef) -> Iterator[z3.ExprRef]:
+    """Each distinct subterm of `e` once (a formula is a DAG: a tree walk can be
+    exponential in it)."""
+    stack, seen = [e], set()
     while stack:
         x = stack.pop()
-        xid = x.get_id()
-        if xid in seen:
+        if x.get_id() in seen:
             continue
-        seen.add(xid)
-        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out[xid] = x
-            continue
+        seen.add(x.get_id())
+        yield x
         stack.extend(x.children())
-    return list(out.values())
+
+
+def free_consts(e: z3.ExprRef) -> list[z3.ExprRef]:
+    """Uninterpreted constants of `e` (the universally quantified clause variables)."""
+    return [x for x in subterms(e)
+            if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED]
 
 
 def clause_formula(c: Clause) -> z3.BoolRef:
@@ -142,16 +143,7 @@ def eliminate_quantifiers(e: z3.BoolRef, timeout_ms: int = 2000) -> z3.BoolRef |
 
 
 def _has_quantifier(e: z3.ExprRef) -> bool:
-    stack, seen = [e], set()
-    while stack:
-        x = stack.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if z3.is_quantifier(x):
-            return True
-        stack.extend(x.children())
-    return False
+    return any(z3.is_quantifier(x) for x in subterms(e))
 
 
 def validate(

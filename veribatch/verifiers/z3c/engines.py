@@ -398,19 +398,13 @@ def _bit_blasted_traces(enc: Encoding, deadline: float) -> Iterator[tuple[list[i
         seqs["kind"] = enc.nd_kind
         seqs.update({f"bits{w}": f for w, f in enc.nd_bits.items()})
     reads: dict[tuple[str, int], z3.ExprRef] = {}
-    todo, seen = [query], set()
-    while todo:
-        e = todo.pop()
-        if e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
+    for e in chc.subterms(query):
         if z3.is_app(e):
             name = next((n for n, f in seqs.items() if e.decl().eq(f)), None)
             if name is not None:
                 if not z3.is_int_value(e.arg(0)):
                     return
                 reads[name, e.arg(0).as_long()] = e
-        todo.extend(e.children())
     consts = {key: z3.Const(f"{key[0]}!{key[1]}", app.sort()) for key, app in reads.items()}
     subs = [(app, consts[key]) for key, app in reads.items()]
 

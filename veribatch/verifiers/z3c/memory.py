@@ -348,11 +348,15 @@ class MemoryMixin:
             s = self._set(s, "$mem", z3.Store(mem, base_of(p), obj))
         var = Var(self.new_uid(decl.name), decl.name, self.ptr_type(elem))
         self.array_uids.add(var.uid)
+        return self._bind_object(s, var, p, is_global=is_global)
+
+    def _bind_object(self, state: State, var: Var, start: z3.ExprRef, *, is_global: bool) -> State:
+        """The declared name of a new array or struct object, in its scope, naming its start."""
         if is_global:
-            self.globals[decl.name] = var
+            self.globals[var.cname] = var
         else:
-            self.frames[-1][-1][decl.name] = var
-        return self._set(s, var.uid, p)
+            self.frames[-1][-1][var.cname] = var
+        return self._set(state, var.uid, start)
 
     def _declare_struct(self, state: State, decl: c_ast.Decl, t: StructType, *, is_global: bool) -> State | None:
         """`struct T s;`: a new object (as an array of one struct); `s` names its start.
@@ -366,11 +370,7 @@ class MemoryMixin:
         var = Var(self.new_uid(decl.name), decl.name, self.ptr_type(t), is_global=is_global)
         self.array_uids.add(var.uid)  # dies with its scope, never assigned
         self.struct_uids.add(var.uid)
-        if is_global:
-            self.globals[decl.name] = var
-        else:
-            self.frames[-1][-1][decl.name] = var
-        return self._set(s, var.uid, p)
+        return self._bind_object(s, var, p, is_global=is_global)
 
     # ------------------------------------------------------------------ structs
     def collect_structs(self, ast: c_ast.Node) -> None:
