@@ -328,7 +328,7 @@ class ShardJob:
     def _take_free(self, run_dir: str, stage: str, own: list[int]) -> list[int]:
         """Run the array's free shards (see the class docstring); a failure there is the
         owner's to redo (error.json records it), not this element's."""
-        from ..shard_loop import ShardRequeued, run_shard_if_free
+        from ..shard_loop import run_shard_if_free
 
         taken: list[int] = []
         for k in reversed(self.steal):
@@ -336,11 +336,10 @@ class ShardJob:
                 continue
             if self.steal_until_s is not None and _element_age_s() > self.steal_until_s:
                 break
+            # (a requeue leaves as SystemExit, like from an own shard)
             try:
                 if self._guarded(run_shard_if_free, run_dir, stage, k) is not None:
                     taken.append(k)
-            except ShardRequeued:
-                raise
             except Exception:  # noqa: BLE001,S112  (recorded in the shard's error.json)
                 continue
         return taken
