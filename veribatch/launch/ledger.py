@@ -73,8 +73,15 @@ def count_records(path: Path | str) -> int:
             data = f.read()
     except OSError:
         return 0
-    n = data.count(b"\n")
-    return n - 1 if n and _header(data[:data.index(b"\n") + 1]) else n
+    return count_lines(data, from_start=True)
+
+
+def count_lines(chunk: bytes, *, from_start: bool) -> int:
+    """Instances recorded in `chunk`, a piece of a ledger: its complete lines, less the
+    header when the chunk is the file's beginning.  Progress bars count a growing ledger
+    piece by piece with it, so they and `count_records` agree on what the header is."""
+    n = chunk.count(b"\n")
+    return n - 1 if from_start and n and _header(chunk[:chunk.index(b"\n") + 1]) else n
 
 
 def _parse(line: bytes) -> tuple[str, list[dict[str, Any]]] | None:

@@ -32,7 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from veribatch.tasks.base import CPUS_ENV
 
-from ..ledger import HEADER_KEY
+from ..ledger import count_lines
 from ..rundir import RunDir
 from .base import Executor, SubmitResult
 
@@ -59,15 +59,11 @@ class _Ledgers:
             with open(path, "rb") as f:
                 f.seek(pos)
                 chunk = f.read(size - pos)
-            n = chunk.count(b"\n")
-            if pos == 0 and n and chunk.startswith(HEADER_PREFIX):
-                n -= 1  # the ledger's header line is not an instance
-            self.lines[path] = self.lines.get(path, 0) + n
+            self.lines[path] = self.lines.get(path, 0) + count_lines(chunk, from_start=pos == 0)
             self.pos[path] = size
         return self.lines.get(path, 0)
 
 
-HEADER_PREFIX = b'{"' + HEADER_KEY.encode()
 EXIT_BUSY = 75  # launch.worker: another process holds the shard's lock
 
 
