@@ -15,18 +15,17 @@ import pytest
 
 from veribatch.launch.executors.local import LocalExecutor, available_cpus
 from veribatch.launch.executors.slurm import _job_minutes
-from veribatch.launch.profiles import (
-    DEFAULT_PROFILE,
+from veribatch.launch.profiles import DEFAULT_PROFILE, GenerationSpec, PartitionSpec
+from veribatch.launch.sizing import (
     ENGINE_STARTUP_S,
     JOB_MARGIN_MIN,
     LOAD_BYTES_PER_S,
+    TIME_SAFETY,
     UNKNOWN_MODEL_LOAD_S,
-    GenerationSpec,
-    PartitionSpec,
+    element_estimate,
     job_time,
     model_bytes,
 )
-from veribatch.launch.sizing import TIME_SAFETY, element_estimate
 
 REPO = Path(sys.modules[job_time.__module__].__file__ or "").resolve().parents[1]  # the code under test
 GENERATE = {"name": "generate", "resource": "gpu", "seconds_per_instance": 30.0}

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .profiles import Profile, job_time
-from .sizing import element_estimate, is_sized, size_stage
+from .profiles import Profile
+from .sizing import element_estimate, is_sized, job_time, size_stage
 
 
 @dataclass(frozen=True)

@@ -23,29 +23,79 @@ An element runs its group, then takes the shards of other groups nobody has star
 Sizing reads only the manifest, the profile and the choice, so a resumed run (same
 profile, `--gpu-shards` remembered in jobs.json) groups its shards the same way.
 
-The same figures give an element its SLURM time limit (`generate_time_limit`, called by
-`profiles.job_time`) and its expected time in the `--dry-run` cost (`element_estimate`):
-one reading of the load and the work, not a second rule (the stage's declared
-`seconds_per_instance` knows neither the model nor the token budget).
+The same figures give an element its SLURM time limit (`job_time`) and its expected time
+in the `--dry-run` cost (`element_estimate`): one reading of the load and the work, not a
+second rule (the stage's declared `seconds_per_instance` knows neither the model nor the
+token budget).  Both live here, with the figures they read, so that the profile
+(`launch.profiles`) stays the file format and nothing else.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .plan import shard_bounds
-from .profiles import (
-    ENGINE_STARTUP_S,
-    JOB_MARGIN_MIN,
-    JOB_MIN_MIN,
-    LOAD_BYTES_PER_S,
-    GenerationSpec,
-    JobTime,
-    Profile,
-    load_basis,
-)
+from .profiles import GenerationSpec, PartitionSpec, Profile
+
+# Without a profile `time`, a job's limit is estimated from what it must do (`job_time`).
+# A CPU stage: its instances at the stage's own estimate per instance with 50 % slack, plus
+# a fixed margin.  A stage that runs the model (a GPU stage of a model run): the same
+# expected element time the sizing and the `--dry-run` cost use — one engine start plus the
+# element's share of the generation work at the profile's throughput — times
+# `TIME_SAFETY`, plus the margin.  Too short a limit is expensive: three time-outs fail the
+# shard, and a generate array that spends its whole limit loading a 70B model never
+# records anything.
+JOB_MARGIN_MIN = 5
+JOB_MIN_MIN = 10
+ENGINE_STARTUP_S = 300.0
+"""An inference engine's start-up besides reading weights (CUDA graphs, Ray, compilation)."""
+LOAD_BYTES_PER_S = 250e6
+"""Weights read from a shared file system under load, cold cache: conservative on purpose
+(the rate sizing and time limits assume when the profile gives no `load_gb_per_s`)."""
+UNKNOWN_MODEL_LOAD_S = 1800.0
+"""When a model's size cannot be told from its name or its files: half an hour."""
+BYTES_PER_PARAMETER = 2  # bf16/fp16 weights
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+_NO_LOAD_ENGINES = ("openai", "replay")  # a remote server, or recorded completions
+
+
+def model_bytes(model: str) -> tuple[float | None, str]:
+    """Size of a model's weights in bytes (None: unknown) and how it was found."""
+    _, sep, name = model.partition(":")
+    if not sep:
+        name = model
+    path = Path(name).expanduser()
+    if path.is_dir():
+        size = sum(f.stat().st_size for f in path.rglob("*")
+                   if f.suffix in _WEIGHT_SUFFIXES and f.is_file())
+        if size:
+            return float(size), f"{size / 1e9:.1f} GB of weight files in {path}"
+    m = re.search(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])", path.name or name)
+    if m:
+        params = float(m.group(2)) * 1e9 * (int(m.group(1)) if m.group(1) else 1)
+        return params * BYTES_PER_PARAMETER, \
+            f"{params / 1e9:g}B parameters (from the name) x {BYTES_PER_PARAMETER} bytes"
+    return None, "size unknown"
+
+
+def load_basis(model: str | None) -> tuple[float | None, float, str]:
+    """What an engine start on `model` costs: (weight bytes, or None where a fixed time
+    applies instead; that fixed time; why).  Read once, by `expected_load_s`, which
+    the generate sizing, the SLURM time limit and the `--dry-run` cost all use."""
+    if not model:
+        return None, 0.0, "no model"
+    engine = model.partition(":")[0]
+    if engine in _NO_LOAD_ENGINES:
+        return None, 0.0, f"{engine}: nothing to load"
+    size, how = model_bytes(model)
+    if size is None:
+        return None, UNKNOWN_MODEL_LOAD_S, f"model {how}: {UNKNOWN_MODEL_LOAD_S / 60:g} min assumed"
+    return size, 0.0, how
+
 
 TIME_SAFETY = 2.0
 """A generate element's time limit is this many times its expected time (+ the margin).
@@ -103,6 +153,16 @@ def element_estimate(config: dict[str, Any], instances: int,
                        f"({work_why})"
 
 
+@dataclass(frozen=True)
+class JobTime:
+    minutes: int
+    source: str  # "profile" (the profile's `time`) or "estimate"
+    detail: str  # how it was derived, for `--dry-run` and jobs.json
+
+    def describe(self) -> str:
+        return f"{self.minutes} min ({self.detail})"
+
+
 def generate_time_limit(config: dict[str, Any], instances: int,
                         gen: GenerationSpec) -> JobTime:
     """The SLURM time limit of one element of a sized stage (no profile `time`):
@@ -112,6 +172,26 @@ def generate_time_limit(config: dict[str, Any], instances: int,
     return JobTime(minutes, "estimate",
                    f"{TIME_SAFETY:g} x expected {(load + work) / 60:.1f} min [{why}] "
                    f"+ {JOB_MARGIN_MIN} min margin, at least {JOB_MIN_MIN} min")
+
+
+def job_time(spec: PartitionSpec, stage: dict[str, Any], instances: int,
+             config: dict[str, Any] | None = None,
+             generation: GenerationSpec | None = None) -> JobTime:
+    """The time limit of one array element of `stage` running `instances` instances.
+
+    `config`: the run's config (manifest ``config``: model, options, sampling); a stage that
+    runs the model (`is_sized`) gets its limit from the sizing's own estimate, read
+    with `generation` (the profile's figures; None: the built-in defaults)."""
+    if spec.time_min is not None:
+        return JobTime(spec.time_min, "profile", "the profile's time")
+    if config is not None and is_sized(stage, config):
+        return generate_time_limit(config, instances, generation or GenerationSpec())
+    spi = float(stage.get("seconds_per_instance", 60.0))
+    work = instances * spi * 1.5
+    minutes = max(JOB_MIN_MIN, math.ceil(work / 60) + JOB_MARGIN_MIN)
+    return JobTime(minutes, "estimate", f"{instances} instance(s) x {spi:g} s x 1.5; "
+                                        f"+ {JOB_MARGIN_MIN} min margin, at least "
+                                        f"{JOB_MIN_MIN} min")
 
 
 def is_sized(stage: dict[str, Any], config: dict[str, Any]) -> bool:

@@ -40,8 +40,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..jobs import add_submissions
-from ..profiles import PartitionSpec, Profile, job_time
+from ..profiles import PartitionSpec, Profile
 from ..rundir import RunDir
+from ..sizing import job_time
 from .base import Executor, SubmitResult
 
 DEFAULT_MAX_ARRAY_SIZE = 1001
@@ -179,7 +180,7 @@ def chunks(items: list[Any], size: int) -> list[list[Any]]:
 
 def _job_minutes(spec: PartitionSpec, count: int, stage: dict[str, Any],
                  config: dict[str, Any] | None, profile: Profile) -> int:
-    """See `launch.profiles.job_time` (a stage that runs the model: the sizing's estimate)."""
+    """See `launch.sizing.job_time` (a stage that runs the model: the sizing's estimate)."""
     return job_time(spec, stage, count, config, profile.generation).minutes
 
 
