@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,17 +37,6 @@ class ShardSpan:
 
 def ids_digest(ids: list[str]) -> str:
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()
-
-
-def sample_instances(instances: list[Instance], k: int, seed: int) -> list[Instance]:
-    """A seeded random sample of `k` instances, sorted by id (`--sample K --sample-seed S`).
-
-    Drawn from the instances sorted by id, so the same dataset, K and seed give the same
-    sample on any machine; K and the seed are in the run config, hence in the run id."""
-    pool = sorted(instances, key=lambda i: i.id)
-    if not 1 <= k <= len(pool):
-        raise ValueError(f"--sample {k}: the dataset has {len(pool)} instances")
-    return sorted(random.Random(seed).sample(pool, k), key=lambda i: i.id)
 
 
 def _instance_line(inst: Instance) -> bytes:

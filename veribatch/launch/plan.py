@@ -9,6 +9,7 @@ every stage of every attempt on every node sees the same instances in shard k.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -174,8 +175,6 @@ def _looks_like_path(dataset: str) -> bool:
 def make_plan(task: Task, config: RunConfig) -> Plan:
     instances = sorted(task.load(config.dataset, limit=config.limit), key=lambda i: i.id)
     if config.sample is not None:
-        from .instances import sample_instances
-
         try:
             instances = sample_instances(instances, config.sample, config.sample_seed)
         except ValueError as e:
@@ -200,6 +199,17 @@ def make_plan(task: Task, config: RunConfig) -> Plan:
             if need not in names[:i]:
                 raise PlanError(f"task {task.name}: stage {s.name!r} needs {need!r}, which is not upstream")
     return Plan(config=config, run_id=run_id_for(config), stages=stages, instances=instances)
+
+
+def sample_instances(instances: list[Instance], k: int, seed: int) -> list[Instance]:
+    """A seeded random sample of `k` instances, sorted by id (`--sample K --sample-seed S`).
+
+    Drawn from the instances sorted by id, so the same dataset, K and seed give the same
+    sample on any machine; K and the seed are in the run config, hence in the run id."""
+    pool = sorted(instances, key=lambda i: i.id)
+    if not 1 <= k <= len(pool):
+        raise ValueError(f"--sample {k}: the dataset has {len(pool)} instances")
+    return sorted(random.Random(seed).sample(pool, k), key=lambda i: i.id)
 
 
 def with_shards(config: RunConfig, shards: int) -> RunConfig:
