@@ -24,9 +24,9 @@ import pyarrow.parquet as pq
 
 from veribatch.launch.api import ExecChoice, launch_run, plan_run
 from veribatch.launch.completion import file_sha256, input_hash
-from veribatch.launch.executors.base import shards_to_run
 from veribatch.launch.instances import read_spans
 from veribatch.launch.manifest import create_or_reuse, load_manifest
+from veribatch.launch.resume_set import resume_set_for
 from veribatch.launch.rundir import RunDir, atomic_write_json
 from veribatch.launch.status import run_state
 from veribatch.tasks.selftest import compute
@@ -98,7 +98,7 @@ def planning(shards: int) -> dict:
             st = run_state(rd, live=False)
             status_s.append(time.perf_counter() - t)
             t = time.perf_counter()
-            todo = shards_to_run(run_state(rd, live=False, deep=True))
+            todo = resume_set_for(run_state(rd, live=False, deep=True)).shards
             resume_s.append(time.perf_counter() - t)
         t = time.perf_counter()
         cli = subprocess.run([sys.executable, "-m", "veribatch", "status", str(rd.root), "--json",

@@ -23,10 +23,10 @@ from veribatch.launch.executors.slurm import aggregate_job, dependency_groups
 from veribatch.launch.jobs import load_jobs, parse_states
 from veribatch.launch.locks import LockUnsupportedError, RunBusyError, run_lock
 from veribatch.launch.manifest import create_or_reuse, load_manifest
+from veribatch.launch.resume_set import resume_set_for
 from veribatch.launch.rundir import RunDir
 from veribatch.launch.shard_loop import run_shard
 from veribatch.launch.status import ShardState, run_state
-from veribatch.launch.todo import plan_todo
 
 from .conftest import launch, only_run_dir, stage_records, status_json
 
@@ -88,7 +88,7 @@ def test_one_definition_of_complete_for_status_resume_and_aggregate(tmp_path):
     assert st.shards["check"][1].state == "pending" and st.shards["check"][1].blocked
     assert load_stage(rd.root, "work").missing_shards == [1]
     assert load_stage(rd.root, "check").missing_shards == [1]  # transitively
-    assert plan_todo(st).shards == {"work": [1], "check": [1]}
+    assert resume_set_for(st).shards == {"work": [1], "check": [1]}
 
 
 def test_emptied_instance_list_is_an_error_not_a_complete_run(tmp_path):
@@ -143,13 +143,13 @@ def test_one_resume_takes_in_queued_downstream_of_resubmitted_upstream(tmp_path)
         "check": [_shard("check", 0, "done"), _shard("check", 1, "pending", "50_1", "PENDING"),
                   _shard("check", 2, "pending", "50_2", "PENDING")],
     }
-    todo = plan_todo(st)
+    todo = resume_set_for(st)
     assert todo.shards == {"work": [1], "check": [1]}
     assert todo.supersede == {("check", 1): "50_1"}
     assert [(s.stage, s.shard) for s in todo.busy] == [("work", 2), ("check", 2)]
     # a never-started downstream of a running upstream is run after it, not beside it
     st.shards["check"][2] = _shard("check", 2, "pending", blocked=True)
-    todo = plan_todo(st)
+    todo = resume_set_for(st)
     assert todo.shards["check"] == [1, 2] and todo.waiting_on == {("work", 2): "49_2"}
 
 

@@ -29,9 +29,9 @@ from .jobs import live_states, load_jobs, update_jobs
 from .locks import RUNNING_LOCALLY, RunLock, is_locked, read_holder, require_locking, run_lock
 from .manifest import RunConflictError, check_reusable, code_version, create_or_reuse, load_manifest
 from .plan import Plan, make_config, make_plan
+from .resume_set import ResumeSet, resume_set_for
 from .rundir import RunDir, default_runs_dir, read_json
 from .status import QUEUED, RunState, run_state
-from .todo import Todo, plan_todo
 
 if TYPE_CHECKING:  # rich and the executors are imported when a run really starts
     from rich.console import Console
@@ -99,11 +99,10 @@ class LaunchOutcome:
     rd: RunDir
     run_id: str
     created: bool
-    todo: dict[str, list[int]]
+    resume_set: ResumeSet             # what is (re)run, with reasons (dry runs print it)
     submit: SubmitResult | None = None
     aggregate: AggregateOutcome | None = None
     notes: list[str] = field(default_factory=list)
-    plan: Todo | None = None          # the resume set with reasons (dry runs print it)
     dry_run: bool = False
 
     @property
@@ -206,9 +205,8 @@ def _execute(rd: RunDir, choice: ExecChoice, lock: RunLock | None, *, created: b
              progress: bool, console: Console | None, dry_run: bool = False) -> LaunchOutcome:
     manifest = load_manifest(rd)
     state = run_state(rd, deep=True)  # bit rot must be redone, not skipped
-    todo = plan_todo(state)
-    out = LaunchOutcome(rd, manifest["run_id"], created, todo.shards, plan=todo,
-                        dry_run=dry_run)
+    todo = resume_set_for(state)
+    out = LaunchOutcome(rd, manifest["run_id"], created, todo, dry_run=dry_run)
     out.notes += [f"warning: {p}" for p in state.problems]
     if not created:
         out.notes += _version_notes(state)
@@ -246,9 +244,8 @@ def _execute(rd: RunDir, choice: ExecChoice, lock: RunLock | None, *, created: b
         resources = [s["resource"] for s in manifest["stages"] if s.get("added_by") != "launch"]
         ex = make_executor("slurm", profile=choice.profile_obj(resources),
                            gpu_shards=choice.gpu_shards)
-        after = sorted(set(todo.waiting_on.values()) | {s.job for s in todo.busy if s.job})
         out.submit = ex.submit(rd, manifest, todo.shards, aggregate=True,
-                               waiting_on=todo.waiting_on, also_after=after)
+                               waiting_on=todo.waiting_on, also_after=todo.live_jobs)
     return out
 
 

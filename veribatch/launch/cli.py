@@ -206,10 +206,9 @@ def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
                           highlight=False)
 
 
-def _describe_todo(o: LaunchOutcome, choice: ExecChoice) -> None:
+def _describe_resume_set(o: LaunchOutcome, choice: ExecChoice) -> None:
     """`resume --dry-run`: what would be (re)submitted, and why, shard by shard."""
-    todo = o.plan
-    assert todo is not None
+    todo = o.resume_set
     if not todo:
         out.print(f"run {o.run_id}: nothing would be resubmitted", highlight=False)
     else:
@@ -224,7 +223,7 @@ def _describe_todo(o: LaunchOutcome, choice: ExecChoice) -> None:
                 if waits and stage != next(iter(todo.shards)):
                     line += f"; would wait for {', '.join(waits)}"
                 out.print(line, highlight=False)
-    if todo is not None and todo.supersede:
+    if todo.supersede:
         out.print("would scancel queued job(s) waiting on resubmitted work: "
                   + ", ".join(sorted(set(todo.supersede.values()))), highlight=False)
 
@@ -531,7 +530,7 @@ def resume(run: RunArg, runs_dir: RunsDirOpt = None,
     if dry_run:
         for n in o.notes:
             err.print(n, highlight=False, markup=False)
-        _describe_todo(o, choice or guarded(lambda: last_choice(rd)))
+        _describe_resume_set(o, choice or guarded(lambda: last_choice(rd)))
         raise typer.Exit(EXIT_OK)
     raise typer.Exit(_report(o, quiet))
 

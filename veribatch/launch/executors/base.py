@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..rundir import RunDir
-from ..status import RunState
 
 
 @dataclass
@@ -24,13 +23,6 @@ class SubmitResult:
     failed: list[tuple[str, int]] = field(default_factory=list)
     jobs: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
-
-
-def shards_to_run(state: RunState) -> dict[str, list[int]]:
-    """The resume set (see `launch/todo.py`, which also says why per shard)."""
-    from ..todo import plan_todo
-
-    return plan_todo(state).shards
 
 
 class Executor(ABC):

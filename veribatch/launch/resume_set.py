@@ -18,7 +18,7 @@ Key = tuple[str, int]
 
 
 @dataclass
-class Todo:
+class ResumeSet:
     shards: dict[str, list[int]]                               # stage → shards to (re)run
     why: dict[Key, str] = field(default_factory=dict)          # reason per shard in `shards`
     supersede: dict[Key, str] = field(default_factory=dict)    # shard → queued job to scancel
@@ -32,16 +32,22 @@ class Todo:
     def count(self) -> int:
         return sum(len(v) for v in self.shards.values())
 
+    @property
+    def live_jobs(self) -> list[str]:
+        """Jobs of earlier submissions that still run or queue work of the run and are not
+        superseded: what the run's aggregation must also wait for."""
+        return sorted(set(self.waiting_on.values()) | {s.job for s in self.busy if s.job})
 
-def plan_todo(state: RunState) -> Todo:
+
+def resume_set_for(state: RunState) -> ResumeSet:
     needs = {s["name"]: list(s["needs"]) for s in state.manifest["stages"]}
-    todo = Todo({stage: [] for stage in state.shards})
+    rs = ResumeSet({stage: [] for stage in state.shards})
     chosen: set[Key] = set()
     by_key = {(s.stage, s.shard): s for col in state.shards.values() for s in col}
 
     def take(s: ShardState, why: str) -> None:
-        todo.shards[s.stage].append(s.shard)
-        todo.why[(s.stage, s.shard)] = why
+        rs.shards[s.stage].append(s.shard)
+        rs.why[(s.stage, s.shard)] = why
         chosen.add((s.stage, s.shard))
 
     for stage, col in state.shards.items():  # upstream first
@@ -51,25 +57,25 @@ def plan_todo(state: RunState) -> Todo:
             if s.state == "done":
                 continue
             if s.state == "running":
-                todo.busy.append(s)
+                rs.busy.append(s)
                 continue
             if s.queued:
                 if redone and s.job:
-                    todo.supersede[(stage, s.shard)] = s.job
+                    rs.supersede[(stage, s.shard)] = s.job
                     take(s, f"its queued job {s.job} waits on the old job of "
                             f"{', '.join(redone)}, which is resubmitted")
                 else:
-                    todo.busy.append(s)
+                    rs.busy.append(s)
                 continue
             for u, k in ups:
                 up = by_key[(u, k)]
                 if (u, k) not in chosen and up.state != "done" and up.job and \
                         (up.state == "running" or up.queued):
-                    todo.waiting_on[(u, k)] = up.job
+                    rs.waiting_on[(u, k)] = up.job
             if s.state == "failed":
                 take(s, s.reason)
             elif redone:
                 take(s, f"after {', '.join(redone)}, which is redone first")
             else:
                 take(s, s.reason or "never ran")
-    return todo
+    return rs
