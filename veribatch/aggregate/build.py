@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .records import Completion, StageRecords, load_run
+from .completeness import Completeness
+from .records import StageRecords, load_run
 from .render import to_markdown, write_table
 from .table import Metric, Table
 
@@ -45,10 +46,10 @@ def summary_table(manifest: dict, stages: dict[str, StageRecords]) -> Table:
 
 
 def build(run_dir: Path | str, formats: tuple[str, ...] = ("md", "csv"),
-          completion: Completion | None = None) -> BuildResult:
-    """`completion`: the shards' completeness when the caller has checked it already."""
+          completeness: Completeness | None = None) -> BuildResult:
+    """`completeness`: the shards' completeness when the caller has checked it already."""
     run_dir = Path(run_dir)
-    manifest, stages = load_run(run_dir, completion)
+    manifest, stages = load_run(run_dir, completeness)
     task = manifest["config"]["task"]
     tables = [summary_table(manifest, stages)]
     try:

@@ -1,6 +1,6 @@
 """Merge the shard records of one stage into one DataFrame, with coverage.
 
-Only complete shards are read — complete as `aggregate/completion.py` defines it for
+Only complete shards are read — complete as `aggregate/completeness.py` defines it for
 `status` and `resume` too: a DONE marker for the shard's current inputs (a stale
 downstream shard of a redone upstream is *not* complete, even with an intact file)
 and a records file matching its digest.  Anything else counts as missing, never as
@@ -19,11 +19,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .completion import (
-    ShardCompletion,
+from .completeness import (
+    Completeness,
     check_instances_file,
-    complete_shards,
     read_shard_entries,
+    run_completeness,
     task_stages,
 )
 
@@ -77,15 +77,12 @@ def column(df: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
     return df[name] if name in df else pd.Series([default] * len(df), index=df.index)
 
 
-Completion = dict[str, list[ShardCompletion]]
-
-
 def shard_table(run_dir: Path, stage: str, shard: int,
-                completion: Completion | None = None) -> pa.Table | None:
+                completeness: Completeness | None = None) -> pa.Table | None:
     """The shard's records, or None when it is not (verifiably) complete."""
-    if completion is None:
-        completion = complete_shards(run_dir, read_manifest(run_dir))
-    if stage not in completion or not completion[stage][shard].complete:
+    if completeness is None:
+        completeness = run_completeness(run_dir, read_manifest(run_dir))
+    if stage not in completeness or not completeness[stage][shard].complete:
         return None
     try:
         return pq.read_table(run_dir / "shards" / stage / str(shard) / "records.parquet")
@@ -94,15 +91,15 @@ def shard_table(run_dir: Path, stage: str, shard: int,
 
 
 def load_stage(run_dir: Path, stage: str, manifest: dict[str, Any] | None = None,
-               ids: list[str] | None = None, completion: Completion | None = None,
+               ids: list[str] | None = None, completeness: Completeness | None = None,
                ) -> StageRecords:
     manifest = manifest or read_manifest(run_dir)
     ids = ids if ids is not None else instance_ids(run_dir)
-    if completion is None:
-        completion = complete_shards(run_dir, manifest)
+    if completeness is None:
+        completeness = run_completeness(run_dir, manifest)
     frames, missing = [], []
     for k in range(int(manifest["shards"])):
-        t = shard_table(run_dir, stage, k, completion)
+        t = shard_table(run_dir, stage, k, completeness)
         if t is None:
             missing.append(k)
         elif t.num_rows:
@@ -123,15 +120,15 @@ def _nullable(t: pa.DataType) -> Any:
     return None
 
 
-def load_run(run_dir: Path, completion: Completion | None = None,
+def load_run(run_dir: Path, completeness: Completeness | None = None,
              ) -> tuple[dict[str, Any], dict[str, StageRecords]]:
-    """Manifest and the records of every stage's complete shards.  `completion` (from
-    `aggregate.completion.complete_shards`) saves a second digest pass when the caller
+    """Manifest and the records of every stage's complete shards.  `completeness` (from
+    `aggregate.completeness.run_completeness`) saves a second digest pass when the caller
     has already checked the shards."""
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     ids = instance_ids(run_dir)
-    if completion is None:
-        completion = complete_shards(run_dir, manifest)
+    if completeness is None:
+        completeness = run_completeness(run_dir, manifest)
     stages = [s["name"] for s in task_stages(manifest)]
-    return manifest, {s: load_stage(run_dir, s, manifest, ids, completion) for s in stages}
+    return manifest, {s: load_stage(run_dir, s, manifest, ids, completeness) for s in stages}

@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .completion import completion_map, shards_fingerprint
+from veribatch.aggregate.completeness import completeness_map, shards_fingerprint
+
 from .instances import read_spans
 from .manifest import load_manifest
 from .rundir import RunDir, atomic_write_json, read_json
@@ -50,7 +51,7 @@ def merged_stats(rd: RunDir, stages: list[str], shards: int) -> dict[str, dict[s
 
 def aggregate_run(rd: RunDir, formats: tuple[str, ...] = ("md", "csv")) -> AggregateOutcome:
     manifest = load_manifest(rd)
-    comp = completion_map(rd.root, manifest, read_spans(rd, deep=True), deep=True)
+    comp = completeness_map(rd.root, manifest, read_spans(rd, deep=True), deep=True)
     missing = [f"{st}/{k}" for st, col in comp.items() for k, c in enumerate(col) if not c.complete]
     # pandas is imported here, not at start-up: `launch status` must stay fast.
     from veribatch.aggregate.build import build

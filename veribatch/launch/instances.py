@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from veribatch.aggregate.completion import check_instances_file
+from veribatch.aggregate.completeness import check_instances_file
 from veribatch.tasks.base import Instance
 
 from .rundir import RunDir, atomic_write_bytes, atomic_write_json, read_json

@@ -41,8 +41,8 @@ import pyarrow.parquet as pq
 
 from veribatch.tasks.base import InstanceResult, get_task
 
-from .completion import check_output, expected_input_hash, read_done, write_done
 from .context import LAUNCH_COLUMNS, ShardContext
+from .done_marker import check_output, expected_input_hash, read_done, write_done
 from .instances import read_shard_instances, read_spans
 from .ledger import LedgerWriter, make_header, read_ledger
 from .locks import is_locked, try_lock

@@ -1,6 +1,6 @@
 """Run state from the run directory (the truth), with SLURM's live view as detail.
 
-A shard is `done` when it is complete (`aggregate/completion.py`: the one definition
+A shard is `done` when it is complete (`aggregate/completeness.py`: the one definition
 that resume and aggregation use too); `running` while a process holds its lock or
 SLURM says its job runs; `pending` when it never started, waits in the queue, or
 waits for an upstream shard (`blocked`: not a failure of its own, whatever it did
@@ -17,7 +17,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .completion import ShardCompletion, completion_map, shards_fingerprint
+from veribatch.aggregate.completeness import ShardCompleteness, completeness_map, shards_fingerprint
+
 from .instances import ShardSpan, read_spans
 from .jobs import GONE, LIVE, latest_jobs, live_states, load_jobs
 from .ledger import count_records, read_header
@@ -80,7 +81,7 @@ class RunState:
         return [s for col in self.shards.values() for s in col if s.state == "failed"]
 
 
-def _recorded(rd: RunDir, stage: str, k: int, c: ShardCompletion) -> int:
+def _recorded(rd: RunDir, stage: str, k: int, c: ShardCompleteness) -> int:
     """Ledger lines that a resume would keep (none when the header names other inputs)."""
     path = rd.ledger(stage, k)
     if c.expected is not None:
@@ -105,7 +106,7 @@ def _requeued(rd: RunDir, stage: str, shard: int) -> bool:
         return False
 
 
-def _shard_state(rd: RunDir, stage: str, k: int, c: ShardCompletion, n: int,
+def _shard_state(rd: RunDir, stage: str, k: int, c: ShardCompleteness, n: int,
                  job: str | None, js: str | None,
                  upstream: dict[str, list[ShardState]], needs: list[str]) -> ShardState:
     if c.complete:
@@ -160,10 +161,10 @@ def aggregate_state(agg: dict[str, Any], fingerprint: str) -> str:
 
 def run_state(rd: RunDir, *, live: bool = True, deep: bool = False) -> RunState:
     """`deep` verifies every records file by digest (resume does; status checks sizes, and the
-    digest only of files touched since their DONE — see aggregate/completion.py)."""
+    digest only of files touched since their DONE — see aggregate/completeness.py)."""
     manifest = load_manifest(rd)
     spans: list[ShardSpan] = read_spans(rd, deep=deep)
-    comp = completion_map(rd.root, manifest, spans, deep=deep)
+    comp = completeness_map(rd.root, manifest, spans, deep=deep)
     jobs_file = load_jobs(rd)
     jobs = latest_jobs(rd, jobs_file)
     try:

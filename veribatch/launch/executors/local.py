@@ -77,7 +77,8 @@ class _Outside:
         self.last: dict[tuple[str, int], float] = {}
 
     def state(self, key: tuple[str, int]) -> str:
-        from ..completion import completion_map
+        from veribatch.aggregate.completeness import completeness_map
+
         from ..locks import is_locked
 
         if key in self.done:
@@ -88,7 +89,7 @@ class _Outside:
         self.last[key] = now
         if is_locked(self.rd.lock(*key)):
             return "wait"
-        comp = completion_map(self.rd.root, self.manifest, self.spans, only=key)
+        comp = completeness_map(self.rd.root, self.manifest, self.spans, only=key)
         if comp[key[0]][key[1]].complete:
             self.done.add(key)
             return "ok"

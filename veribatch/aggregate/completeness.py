@@ -4,7 +4,8 @@
 one of them counts what another redoes (a stale shard read into a table, a complete
 run shown as failed).  It lives here, in `aggregate/`, because aggregation reads only
 files and imports nothing of `launch/`, while `launch/` may import `aggregate/`
-(`launch/completion.py` re-exports it and adds the writing side).
+(`launch/done_marker.py` is the writing side: the DONE marker and the input hash a shard
+about to run must hold).
 
 A shard of stage s is complete iff
 
@@ -19,7 +20,7 @@ A shard of stage s is complete iff
    too: an in-place corruption of the same size changes the mtime and is caught; a
    copied run directory pays for one digest per shard).
 
-Anything else is incomplete and says why (`ShardCompletion.reason`); a shard whose
+Anything else is incomplete and says why (`ShardCompleteness.reason`); a shard whose
 upstream is incomplete is `blocked`, which is not a failure of its own.
 The format of every file read here is documented in docs/run-directory.md.
 """
@@ -141,7 +142,7 @@ def check_records(path: str, marker: dict[str, Any], deep: bool) -> str | None:
 
 
 @dataclass
-class ShardCompletion:
+class ShardCompleteness:
     complete: bool
     reason: str                  # why not complete ("" when complete)
     output_sha256: str | None    # for downstream input hashes
@@ -152,27 +153,31 @@ class ShardCompletion:
     code_version: str | None = None  # what wrote the DONE marker, when it says
 
 
+Completeness = dict[str, list[ShardCompleteness]]
+"""Stage → the completeness of each of its shards (`completeness_map`, `run_completeness`)."""
+
+
 def task_stages(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """The task's stages, upstream first (without the aggregate stage launch adds)."""
     return [s for s in manifest["stages"] if s.get("added_by") != "launch"
             and s["name"] != AGGREGATE_STAGE]
 
 
-def completion_map(run_dir: Path | str, manifest: dict[str, Any], spans: list[Any], *,
+def completeness_map(run_dir: Path | str, manifest: dict[str, Any], spans: list[Any], *,
                    deep: bool = False, only: tuple[str, int] | None = None,
-                   ) -> dict[str, list[ShardCompletion]]:
-    """Completion of every shard of every task stage, upstream first.
+                   ) -> Completeness:
+    """Completeness of every shard of every task stage, upstream first.
 
     With `only=(stage, shard)`, evaluates just that shard and its upstream chain.
     """
     identity = manifest["identity"]
     shards = int(manifest["shards"])
-    out: dict[str, list[ShardCompletion]] = {}
+    out: Completeness = {}
     wanted = range(shards) if only is None else [only[1]]
     root = str(run_dir)
     for st in task_stages(manifest):
         name = st["name"]
-        col: list[ShardCompletion] = [ShardCompletion(False, "not evaluated", None)] * shards
+        col: list[ShardCompleteness] = [ShardCompleteness(False, "not evaluated", None)] * shards
         for k in wanted:
             ups = []
             blocked = ""
@@ -190,30 +195,30 @@ def completion_map(run_dir: Path | str, manifest: dict[str, Any], spans: list[An
 
 
 def _one(root: str, stage: str, k: int, identity: str, shards: int, span: Span,
-         ups: list[tuple[str, str]], blocked: str, deep: bool) -> ShardCompletion:
+         ups: list[tuple[str, str]], blocked: str, deep: bool) -> ShardCompleteness:
     d = f"{root}/shards/{stage}/{k}"
     marker = read_marker(d + "/DONE")
     started = marker is not None or os.path.exists(d + "/ledger.jsonl") or \
         os.path.exists(d + "/attempt.json")
     if blocked:
-        return ShardCompletion(False, blocked, None, started=started, blocked=True)
+        return ShardCompleteness(False, blocked, None, started=started, blocked=True)
     expected = input_hash(identity, stage, k, shards, span, ups)
     if marker is None:
-        return ShardCompletion(False, "no DONE marker", None, started=started, expected=expected)
+        return ShardCompleteness(False, "no DONE marker", None, started=started, expected=expected)
     version = marker.get("code_version")
     if marker.get("input_hash") != expected:
-        return ShardCompletion(False, "DONE marker is for other inputs", None, started=True,
+        return ShardCompleteness(False, "DONE marker is for other inputs", None, started=True,
                                expected=expected, code_version=version)
     bad = check_records(d + "/records.parquet", marker, deep)
     if bad:
-        return ShardCompletion(False, bad, None, started=True, expected=expected,
+        return ShardCompleteness(False, bad, None, started=True, expected=expected,
                                code_version=version)
-    return ShardCompletion(True, "", str(marker.get("output_sha256")),
+    return ShardCompleteness(True, "", str(marker.get("output_sha256")),
                            int(marker.get("records", 0)), True, expected=expected,
                            code_version=version)
 
 
-def shards_fingerprint(comp: dict[str, list[ShardCompletion]]) -> str:
+def shards_fingerprint(comp: Completeness) -> str:
     """A digest of which shards are complete with which output: what a table was built from.
 
     aggregate.json keeps it; when it no longer equals the run directory's, the tables are
@@ -223,8 +228,8 @@ def shards_fingerprint(comp: dict[str, list[ShardCompletion]]) -> str:
     return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
 
 
-def complete_shards(run_dir: Path | str, manifest: dict[str, Any], *,
-                    deep: bool = True) -> dict[str, list[ShardCompletion]]:
-    """`completion_map` for a reader that has only the directory (aggregation)."""
+def run_completeness(run_dir: Path | str, manifest: dict[str, Any], *,
+                     deep: bool = True) -> Completeness:
+    """`completeness_map` for a reader that has only the directory (aggregation)."""
     entries = read_shard_entries(run_dir)
-    return completion_map(run_dir, manifest, entries, deep=deep)
+    return completeness_map(run_dir, manifest, entries, deep=deep)

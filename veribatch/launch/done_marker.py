@@ -1,9 +1,9 @@
-"""When is a shard done?  The writing side of the DONE marker; the reading side is shared.
+"""The writing side of the DONE marker: the marker itself, and the input hash a shard about
+to run must hold.
 
-The definition of "complete" lives in `aggregate/completion.py`, so that `status`,
-`resume`, the shard loop and aggregation (which reads only files and imports nothing
-of `launch/`) use one and the same.  This module re-exports it and adds what only a
-writer needs: the DONE marker itself and the input hash a shard about to run must hold.
+The reading side — when a shard counts as complete — is `aggregate/completeness.py`, so
+that `status`, `resume`, the shard loop and aggregation (which reads only files and
+imports nothing of `launch/`) use one and the same definition.
 """
 
 from __future__ import annotations
@@ -11,23 +11,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from veribatch.aggregate.completion import (
-    PARQUET_MAGIC,
-    ShardCompletion,
+from veribatch.aggregate.completeness import (
     check_records,
-    completion_map,
+    completeness_map,
     file_sha256,
     input_hash,
     read_marker,
-    shards_fingerprint,
 )
 
 from .instances import ShardSpan
 from .rundir import RunDir, atomic_write_json
-
-__all__ = ["PARQUET_MAGIC", "ShardCompletion", "check_output", "completion_map",
-           "expected_input_hash", "file_sha256", "input_hash", "read_done",
-           "shards_fingerprint", "write_done"]
 
 
 def read_done(rd: RunDir, stage: str, shard: int) -> dict[str, Any] | None:
@@ -60,7 +53,7 @@ def expected_input_hash(rd: RunDir, manifest: dict[str, Any], spans: list[ShardS
     Upstream shards are checked deeply: a shard never builds on a damaged input.
     """
     entry = next(s for s in manifest["stages"] if s["name"] == stage)
-    comp = completion_map(rd.root, manifest, spans, deep=True, only=(stage, shard))
+    comp = completeness_map(rd.root, manifest, spans, deep=True, only=(stage, shard))
     ups = []
     for need in entry["needs"]:
         u = comp[need][shard]
