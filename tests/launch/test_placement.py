@@ -18,10 +18,12 @@ import pytest
 
 from veribatch.launch.api import ExecChoice, plan_run
 from veribatch.launch.cost import describe, estimate
-from veribatch.launch.executors.slurm import ShardJob, SlurmExecutor, dependency_groups, stage_units
+from veribatch.launch.executors.array_dependencies import dependency_groups
+from veribatch.launch.executors.element import ShardJob
+from veribatch.launch.executors.slurm import SlurmExecutor
 from veribatch.launch.manifest import build_manifest, create_or_reuse
 from veribatch.launch.profiles import ProfileError, load_profile
-from veribatch.launch.sizing import element_groups, generation_work_s, size_stage
+from veribatch.launch.sizing import element_groups, generation_work_s, size_stage, stage_units
 
 from .conftest import launch
 

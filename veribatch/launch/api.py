@@ -23,24 +23,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veribatch.aggregate.completeness import task_stages
 from veribatch.tasks.base import get_task
 
-from .jobs import live_states, load_jobs, update_jobs
+from .executors import Executor, SubmitResult, executor_class, executor_names
+from .jobs import load_jobs, update_jobs
 from .locks import RUNNING_LOCALLY, RunLock, is_locked, read_holder, require_locking, run_lock
 from .manifest import RunConflictError, check_reusable, code_version, create_or_reuse, load_manifest
 from .plan import Plan, make_config, make_plan
 from .resume_set import ResumeSet, resume_set_for
 from .rundir import RunDir, default_runs_dir, read_json
-from .status import QUEUED, RunState, run_state
+from .status import RunState, run_state
 
-if TYPE_CHECKING:  # rich and the executors are imported when a run really starts
+if TYPE_CHECKING:  # rich and the executors' own modules are imported when a run really starts
     from rich.console import Console
 
-    from .executors.base import SubmitResult
     from .finalize import AggregateOutcome
     from .profiles import Profile
-
-EXECUTORS = ("local", "slurm")
 
 
 @dataclass
@@ -70,28 +69,24 @@ class ExecChoice:
 
     def validate(self, stages: list[tuple[str, str]]) -> Profile | None:
         """Everything about *how* to run that can be wrong, checked before anything is written:
-        the executor name, the profile file (every key typed; also with the local executor,
-        which does not use it: a misspelt name must not pass silently), a partition per stage
-        resource."""
-        if self.executor not in EXECUTORS:
+        the executor name (`executors.EXECUTORS`), the counts, then what the executor checks
+        of its choice (`Executor.check_choice`: the profile file, every key typed — also
+        with the local executor, which does not use it —, a partition per stage resource)."""
+        if self.executor not in executor_names():
             raise ValueError(f"unknown executor {self.executor!r}; known executors: "
-                             + ", ".join(EXECUTORS))
+                             + ", ".join(executor_names()))
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"--workers must be at least 1, got {self.workers}")
         if self.gpu_shards is not None and self.gpu_shards < 1:
             raise ValueError(f"--gpu-shards must be at least 1, got {self.gpu_shards}")
-        if self.executor != "slurm":
-            if self.profile is not None:
-                self.profile_obj()  # an unknown or malformed profile is an error whatever the executor
-            return None
-        profile = self.profile_obj([resource for _, resource in stages])
-        for name, resource in stages:
-            profile.for_resource(resource, name)
-        if profile.image_dir:
-            # The jobs get it exported too (executors/slurm.py); the planning process needs it
-            # for what it resolves at plan time.  An explicit environment variable wins.
-            os.environ.setdefault("VERIBATCH_IMAGES", profile.image_dir)
-        return profile
+        return executor_class(self.executor).check_choice(self, stages)
+
+    def executor_for(self, manifest: dict[str, Any], *, progress: bool = True,
+                     console: Console | None = None) -> Executor:
+        """The executor this choice names, built for the run of `manifest`."""
+        return executor_class(self.executor).from_choice(
+            self, [s["resource"] for s in task_stages(manifest)], progress=progress,
+            console=console)
 
 
 @dataclass
@@ -191,16 +186,6 @@ def _version_notes(state: RunState) -> list[str]:
             "with --run-name to keep them apart)"]
 
 
-def _stale_aggregate_jobs(rd: RunDir) -> list[str]:
-    """Aggregate jobs of earlier submissions still queued: a new submission replaces them."""
-    ids = [str(j) for sub in load_jobs(rd).submissions if sub["stage"] == "aggregate"
-           for j in sub["jobs"].values()]
-    if not ids:
-        return []
-    states = live_states(ids)
-    return [j for j in ids if states.get(j) in QUEUED]
-
-
 def _execute(rd: RunDir, choice: ExecChoice, lock: RunLock | None, *, created: bool,
              progress: bool, console: Console | None, dry_run: bool = False) -> LaunchOutcome:
     manifest = load_manifest(rd)
@@ -220,32 +205,18 @@ def _execute(rd: RunDir, choice: ExecChoice, lock: RunLock | None, *, created: b
         return out
     if dry_run:
         return out
+    ex = choice.executor_for(manifest, progress=progress, console=console)
     _remember(rd, choice)
-    supersede = list(todo.supersede.values())
-    if choice.executor == "slurm":
-        supersede += _stale_aggregate_jobs(rd)
+    supersede = list(todo.supersede.values()) + ex.superseded(rd)
     if supersede:
         cancelled = scancel_jobs(rd, supersede)
         out.notes.append(f"cancelled {len(cancelled)} queued job(s) that waited on work now "
                          "resubmitted: " + ", ".join(cancelled[:8]))
-    from .executors.base import make_executor
-
-    if choice.executor == "local":
-        from .finalize import aggregate_run
-
-        if lock is not None:
-            lock.phase(RUNNING_LOCALLY)
-        ex = make_executor("local", workers=choice.workers, progress=progress, console=console)
-        out.submit = ex.submit(rd, manifest, todo.shards, aggregate=False)
-        out.aggregate = aggregate_run(rd)
-    else:
-        if lock is not None:
-            lock.phase("submitting to SLURM")
-        resources = [s["resource"] for s in manifest["stages"] if s.get("added_by") != "launch"]
-        ex = make_executor("slurm", profile=choice.profile_obj(resources),
-                           gpu_shards=choice.gpu_shards)
-        out.submit = ex.submit(rd, manifest, todo.shards, aggregate=True,
-                               waiting_on=todo.waiting_on, also_after=todo.live_jobs)
+    if lock is not None:
+        lock.phase(ex.lock_phase)
+    out.submit = ex.submit(rd, manifest, todo.shards, waiting_on=todo.waiting_on,
+                           also_after=todo.live_jobs)
+    out.aggregate = out.submit.aggregate
     return out
 
 

@@ -166,8 +166,9 @@ def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
     from rich.table import Table as RichTable
 
     t = RichTable(title=f"plan {plan.run_id} → {root}")
-    # What each stage declares; with --executor slurm the lines below the table say what
-    # sbatch receives (the profile's floors and gres applied).
+    # What each stage declares; the lines below the table are the executor's
+    # (`Executor.describe_plan`: for SLURM what sbatch receives, the profile's floors and
+    # gres applied).
     for col in ("stage", "resource", "needs", "shards", "instances/shard", "cpus declared",
                 "gpus declared", "mem GB declared"):
         t.add_column(col)
@@ -183,27 +184,10 @@ def _describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
     out.print(f"{len(plan.instances)} instances{drawn}, dataset {plan.config.dataset!r}, "
               f"model {plan.config.model or '(reference arms)'}, executor {choice.executor}"
               + (f", profile {choice.profile}" if choice.profile else ""), highlight=False)
-    if choice.executor == "slurm":
-        from .cost import describe, estimate
-        from .manifest import build_manifest
+    from .executors import executor_class
 
-        prof = choice.profile_obj([s.resource for s in plan.stages])
-        manifest = build_manifest(plan)
-        costs = estimate(manifest, prof, sizes, choice.gpu_shards)
-        for line in describe(costs, manifest, prof):
-            out.print(line, highlight=False, markup=False, soft_wrap=True)
-    else:
-        from .executors.local import available_cpus
-
-        n, why = available_cpus()
-        budget = choice.workers or n
-        out.print(f"  local executor: {budget} CPU(s) for shard processes"
-                  + ("" if choice.workers else f" ({why})"), highlight=False)
-        for s in plan.stages:  # a resource cap is said, not applied quietly
-            if s.cpus_per_task > budget:
-                out.print(f"  {s.name}: asks for {s.cpus_per_task} CPUs per shard, capped at {budget} "
-                          "(the shard is told; see the task's docs for what it does about it)",
-                          highlight=False)
+    for line in executor_class(choice.executor).describe_plan(choice, plan):
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _describe_resume_set(o: LaunchOutcome, choice: ExecChoice) -> None:

@@ -1,8 +1,8 @@
 """What a SLURM run will request and roughly cost, per stage, for `--dry-run`.
 
-The resources are the sbatch parameters themselves (`executors.slurm.sbatch_parameters`,
+The resources are the sbatch parameters themselves (`executors.sbatch.sbatch_parameters`,
 the function submission calls), for the array elements submission would create
-(`executors.slurm.stage_units`, which applies `launch.sizing`), so the table cannot drift
+(`sizing.stage_units`), so the table cannot drift
 from what sbatch receives.  The cost figures are estimates from what the run knows:
 
 - a CPU stage's element takes its instances x the stage's `seconds_per_instance` (for the
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .profiles import Profile
-from .sizing import element_estimate, is_sized, job_time, size_stage
+from .sizing import element_estimate, is_sized, job_time, size_stage, stage_units
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def estimate(manifest: dict[str, Any], profile: Profile, counts: list[int],
     """Per stage of `manifest` (aggregate included) what a first submission requests.
 
     `counts`: instances per shard (the run's shard bounds)."""
-    from .executors.slurm import sbatch_parameters, stage_units
+    from .executors.sbatch import AGGREGATE_JOB_MINUTES, AGGREGATE_JOB_RESOURCES, sbatch_parameters
 
     config = manifest["config"]
     out = []
@@ -94,10 +94,9 @@ def estimate(manifest: dict[str, Any], profile: Profile, counts: list[int],
         name = st["name"]
         if st.get("added_by") == "launch":
             spec = profile.for_resource("cpu", name)
-            params = sbatch_parameters(profile, spec, {"cpus_per_task": 1, "mem_gb": 4,
-                                                       "gpus_per_task": 0},
-                                       spec.time_min or 30, job_name=f"vb-RUN-{name}",
-                                       parallelism=1)
+            params = sbatch_parameters(profile, spec, AGGREGATE_JOB_RESOURCES,
+                                       spec.time_min or AGGREGATE_JOB_MINUTES,
+                                       job_name=f"vb-RUN-{name}", parallelism=1)
             out.append(StageCost(name, "cpu", params, 1, 0, "after every array", 0, 0, 0.0,
                                  60.0, 60.0, 1, "one job after every array"))
             continue

@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from .api import ExecChoice, launch_run, plan_run
+from .executors import executor_names
 from .executors.slurm import SubmitError
 from .finalize import aggregate_run
 from .jobs import latest_jobs, live_states
@@ -140,8 +141,8 @@ def load_suite(name: str, history: Path | None = None) -> Suite:
                              limit=r.get("limit"), strategy=r.get("strategy"), verifier=r.get("verifier")))
     thresholds = _keys(data.get("thresholds") or {}, THRESHOLD_KEYS, f"{path}: thresholds")
     executor = str(data.get("executor", "slurm"))
-    if executor not in ("local", "slurm"):
-        raise SuiteError(f"{path}: executor {executor!r}: expected local or slurm")
+    if executor not in executor_names():
+        raise SuiteError(f"{path}: executor {executor!r}: expected {' or '.join(executor_names())}")
     hist = history or Path(str(data.get("history") or f"nightly-history/{path.stem}")).expanduser()
     parts = data.get("partition") or []
     return Suite(name=str(data.get("name") or path.stem), source=path, runs=tuple(runs), history=hist,

@@ -231,7 +231,7 @@ def run_shard(run_dir: str | Path, stage: str, shard: int, *,
 
 def run_shard_if_free(run_dir: str | Path, stage: str, shard: int) -> ShardOutcome | None:
     """Run the shard only if no process runs it, it is not done and its upstream is: what an
-    array element that finished its own shards takes from the others' (`executors.slurm`
+    array element that finished its own shards takes from the others' (`executors.element`
     elements of a CPU stage), so a few long shards do not keep one element running while
     the rest of the array is idle.  Never waits; None when the shard was not free.
 

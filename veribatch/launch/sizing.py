@@ -18,7 +18,7 @@ elements beyond that: SLURM never runs more than P elements of the array at once
 extra elements would buy no parallelism, only a start-up each (interpreter, imports,
 submitit's pickles, the step launch: 1-2 s, as much as a shard of fast verifier calls).
 An element runs its group, then takes the shards of other groups nobody has started
-(`executors.slurm.ShardJob`), which keeps the balance of one element per shard.
+(`executors.element.ShardJob`), which keeps the balance of one element per shard.
 
 Sizing reads only the manifest, the profile and the choice, so a resumed run (same
 profile, `--gpu-shards` remembered in jobs.json) groups its shards the same way.
@@ -96,6 +96,9 @@ def load_basis(model: str | None) -> tuple[float | None, float, str]:
         return None, UNKNOWN_MODEL_LOAD_S, f"model {how}: {UNKNOWN_MODEL_LOAD_S / 60:g} min assumed"
     return size, 0.0, how
 
+
+Unit = list[int]
+"""The shards one array element runs: one, or a sized stage's contiguous group."""
 
 TIME_SAFETY = 2.0
 """A generate element's time limit is this many times its expected time (+ the margin).
@@ -236,3 +239,17 @@ def element_groups(shards: int, elements: int) -> list[list[int]]:
 def element_of(shards: int, elements: int) -> dict[int, int]:
     """Shard → the element that runs it."""
     return {k: e for e, group in enumerate(element_groups(shards, elements)) for k in group}
+
+
+def stage_units(profile: Profile, manifest: dict[str, Any], stage: dict[str, Any],
+                shards: list[int], gpu_shards: int | None = None) -> list[Unit]:
+    """The array elements of `stage` for the shards to run: one per shard, or for a sized
+    stage the shards of each element that still has work."""
+    total = int(manifest["shards"])
+    size = size_stage(stage, manifest["config"], int(manifest["instance_count"]), total,
+                      profile, gpu_shards)
+    if size.elements >= total:
+        return [[k] for k in sorted(shards)]
+    todo = set(shards)
+    return [[k for k in g if k in todo] for g in element_groups(total, size.elements)
+            if todo.intersection(g)]
