@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     runs = list(args.runs)
     if args.build:
-        from veribatch.launch.api import ExecChoice, launch_run, plan_run
+        from veribatch.launch.run_control import ExecChoice, launch_run, plan_run
 
         plan = plan_run("cebench", dataset=args.source, options=[f"budget_s={args.budget_s}"],
                         shards=args.shards, limit=args.limit)

@@ -9,8 +9,8 @@ from veribatch.aggregate.build import build
 from veribatch.aggregate.records import load_stage
 from veribatch.aggregate.render import to_html, to_latex, to_markdown, write_table
 from veribatch.aggregate.table import Table
-from veribatch.launch.api import plan_run
 from veribatch.launch.manifest import create_or_reuse
+from veribatch.launch.run_control import plan_run
 from veribatch.launch.shard_loop import run_shard
 from veribatch.tasks.base import Instance, InstanceResult, RunConfig, Stage, Task, register
 

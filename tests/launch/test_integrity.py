@@ -17,7 +17,6 @@ import pytest
 
 import veribatch.launch.locks as locks
 from veribatch.aggregate.records import load_stage
-from veribatch.launch.api import ExecChoice, launch_run, plan_run, resume_run
 from veribatch.launch.executors.array_dependencies import dependency_groups
 from veribatch.launch.executors.local import LocalExecutor
 from veribatch.launch.executors.slurm import aggregate_job
@@ -25,6 +24,7 @@ from veribatch.launch.jobs import load_jobs, parse_states
 from veribatch.launch.locks import LockUnsupportedError, RunBusyError, run_lock
 from veribatch.launch.manifest import create_or_reuse, load_manifest
 from veribatch.launch.resume_set import resume_set_for
+from veribatch.launch.run_control import ExecChoice, launch_run, plan_run, resume_run
 from veribatch.launch.rundir import RunDir
 from veribatch.launch.shard_loop import run_shard
 from veribatch.launch.status import ShardState, run_state

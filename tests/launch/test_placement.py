@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from veribatch.launch.api import ExecChoice, plan_run
 from veribatch.launch.cost import describe, estimate
 from veribatch.launch.executors.array_dependencies import dependency_groups
 from veribatch.launch.executors.element import ShardJob
 from veribatch.launch.executors.slurm import SlurmExecutor
 from veribatch.launch.manifest import build_manifest, create_or_reuse
 from veribatch.launch.profiles import ProfileError, load_profile
+from veribatch.launch.run_control import ExecChoice, plan_run
 from veribatch.launch.sizing import element_groups, generation_work_s, size_stage, stage_units
 
 from .conftest import launch
@@ -95,7 +95,7 @@ def test_element_groups_are_contiguous_and_a_resume_keeps_them():
 
 
 def test_resume_remembers_gpu_shards(tmp_path):
-    from veribatch.launch.api import _remember, last_choice
+    from veribatch.launch.run_control import _remember, last_choice
 
     rd, _ = create_or_reuse(plan_run("selftest", shards=2), tmp_path / "run")
     _remember(rd, ExecChoice("slurm", "local-test", partitions=["gpu"], gpu_shards=3))

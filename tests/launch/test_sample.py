@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from veribatch.launch.api import plan_run
 from veribatch.launch.plan import PlanError, run_id_for
+from veribatch.launch.run_control import plan_run
 
 from .conftest import launch
 

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 import pytest
 
 import veribatch.launch.shard_loop as loop
-from veribatch.launch.api import plan_run
 from veribatch.launch.manifest import create_or_reuse
+from veribatch.launch.run_control import plan_run
 from veribatch.launch.shard_loop import ShardBusyError, ShardError, run_shard, shard_lock
 from veribatch.tasks.base import Instance, InstanceResult, RunConfig, Stage, Task, register
 

@@ -25,12 +25,12 @@ from submitit.core.job_environment import SignalHandler
 from submitit.core.utils import DelayedSubmission, JobPaths
 from submitit.slurm.slurm import SlurmJobEnvironment
 
-from veribatch.launch.api import plan_run
 from veribatch.launch.executors.array_dependencies import chunks, dependency_groups
 from veribatch.launch.executors.element import ShardJob
 from veribatch.launch.jobs import _expand
 from veribatch.launch.ledger import count_records
 from veribatch.launch.manifest import create_or_reuse
+from veribatch.launch.run_control import plan_run
 from veribatch.launch.rundir import RunDir
 from veribatch.launch.shard_loop import is_locked
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from veribatch.launch.api import plan_run
+from veribatch.launch.run_control import plan_run
 from veribatch.tasks.sampling import sampling_for
 
 MODEL = "hf:Org/model"  # a hub name: planning checks its form, nothing is downloaded

@@ -350,7 +350,7 @@ def no_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def test_no_isolation_is_refused_unless_explicitly_unsafe(no_bwrap, write, tmp_path: Path,
                                                          prompts_server: Path) -> None:
-    from veribatch.launch.api import plan_run
+    from veribatch.launch.run_control import plan_run
     from veribatch.verifiers.judge import SandboxUnavailable
 
     with pytest.raises(SandboxUnavailable) as e:

@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table as RichTable
 
-    from .api import ExecChoice, LaunchOutcome
     from .plan import Plan
+    from .run_control import ExecChoice, LaunchOutcome
     from .rundir import RunDir
     from .status import RunState
 
@@ -341,7 +341,7 @@ def _task_app(name: str) -> typer.Typer:
     ) -> None:
         if ctx.invoked_subcommand is not None:
             return
-        from .api import ExecChoice, launch_run, plan_run, run_directory
+        from .run_control import ExecChoice, launch_run, plan_run, run_directory
 
         choice = ExecChoice(executor=executor, profile=profile, partitions=partition or (),
                             account=account, qos=qos, workers=workers, gpu_shards=gpu_shards)
@@ -499,7 +499,7 @@ def resume(run: RunArg, runs_dir: RunsDirOpt = None,
                                                  "(re)submitted and why; change nothing.")] = False,
            quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False) -> None:
     """Re-run only the incomplete (stage, shard) pairs; a complete run is a no-op."""
-    from .api import ExecChoice, last_choice, resume_run
+    from .run_control import ExecChoice, last_choice, resume_run
 
     rd = _load(run, runs_dir)
     choice = None
@@ -568,7 +568,7 @@ def cancel(run: RunArg, runs_dir: RunsDirOpt = None) -> None:
 
         out.print(f"stopped serve {run}: {stop_serve(Path(run))}", highlight=False)
         return
-    from .api import cancel_run
+    from .run_control import cancel_run
 
     rd = _load(run, runs_dir)
     actions = guarded(lambda: cancel_run(rd))

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from veribatch.aggregate.records import load_run
-from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.launch.run_control import ExecChoice, launch_run, plan_run
 from veribatch.tasks.base import DatasetError
 from veribatch.tasks.cebench import dataset as ds
 from veribatch.tasks.cebench.answer import OUTCOMES

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from veribatch.launch.api import plan_run
 from veribatch.launch.plan import PlanError
+from veribatch.launch.run_control import plan_run
 from veribatch.tasks.base import DatasetError, UnknownNameError
 from veribatch.verifiers import cfront
 

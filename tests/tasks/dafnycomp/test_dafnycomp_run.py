@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from veribatch.aggregate.records import load_run
-from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.launch.run_control import ExecChoice, launch_run, plan_run
 from veribatch.tasks.dafnycomp.strength import strength_file
 from veribatch.tasks.dafnycomp.strip import strip
 

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from veribatch.aggregate.records import load_run
-from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.launch.run_control import ExecChoice, launch_run, plan_run
 from veribatch.tasks.dafnycomp.prompt import user_prompt
 from veribatch.tasks.dafnycomp.strip import strip
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.launch.run_control import ExecChoice, launch_run, plan_run
 
 BASELINE_WORK_S = 1.5  # CPU seconds per process on the original program
 QUERY_WORK_S = 1.05    # ... on d_a / d_b: alone 0.7x the baseline's time, in parallel 1.4x

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from veribatch.launch.api import plan_run
+from veribatch.launch.run_control import plan_run
 from veribatch.tasks.base import RunConfig
 from veribatch.tasks.invbench import InvBenchTask
 from veribatch.tasks.invbench.stages import (

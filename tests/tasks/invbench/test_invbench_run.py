@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from veribatch.aggregate.records import load_run
-from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.launch.run_control import ExecChoice, launch_run, plan_run
 from veribatch.tasks.invbench.decision import decide
 from veribatch.tasks.invbench.markers import mark
 from veribatch.tasks.invbench.prompt import user_prompt

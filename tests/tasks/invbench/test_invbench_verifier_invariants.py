@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from veribatch.launch.api import ExecChoice, launch_run, plan_run
+from veribatch.launch.run_control import ExecChoice, launch_run, plan_run
 from veribatch.tasks.invbench.markers import mark
 from veribatch.tasks.invbench.stages import _candidate_from_verifier, _validated
 from veribatch.verifiers.base import FinishedRun, Query

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from veribatch.launch.api import plan_run
+from veribatch.launch.run_control import plan_run
 from veribatch.tasks.base import DatasetError
 from veribatch.tasks.refute import data, sample_build, upstream
 

@@ -54,7 +54,7 @@ def test_offline_names_the_alternatives(archive_server, monkeypatch: pytest.Monk
     with pytest.raises(DatasetError, match="VERIBATCH_REFUTE_PROMPTS.*prompts=veribatch"):
         harness_prompts.fetch(timeout_s=5)
     # and a model run refuses at plan time, before anything is written
-    from veribatch.launch.api import plan_run
+    from veribatch.launch.run_control import plan_run
 
     with pytest.raises((PlanError, DatasetError, ValueError), match="prompts=veribatch"):
         plan_run("refute", model="openai:some-model", limit=1)
@@ -115,7 +115,7 @@ def test_agentic_with_and_without_demos(prompts_server: Path) -> None:
 
 
 def test_agentic_with_demos_runs_the_agent_stage(prompts_server: Path) -> None:
-    from veribatch.launch.api import plan_run
+    from veribatch.launch.run_control import plan_run
 
     plan = plan_run("refute", model="openai:some-chat-model", limit=1, strategy="agentic-few-shot")
     assert [s.name for s in plan.stages] == ["agent", "judge"]
@@ -144,7 +144,7 @@ def test_xml_answers_as_the_harness_reads_them() -> None:
 
 
 def test_run_identity_and_reasoning_budget(prompts_server: Path) -> None:
-    from veribatch.launch.api import plan_run
+    from veribatch.launch.run_control import plan_run
 
     authors = plan_run("refute", model="openai:some-chat-model", limit=1)
     ours = plan_run("refute", model="openai:some-chat-model", limit=1, options=["prompts=veribatch"])

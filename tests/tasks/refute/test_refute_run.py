@@ -18,8 +18,8 @@ import refute_tiny as tiny
 from typer.testing import CliRunner
 
 from veribatch.aggregate.records import load_run
-from veribatch.launch.api import ExecChoice, launch_run, plan_run
 from veribatch.launch.cli import app
+from veribatch.launch.run_control import ExecChoice, launch_run, plan_run
 from veribatch.tasks.refute import data
 from veribatch.verifiers.judge import REASONS
 

@@ -39,7 +39,7 @@ def build_cmd(
 ) -> None:
     """Build the labelled counterexample benchmark from LaM4Inv's programs and logs (§3)."""
     from veribatch.launch import cli
-    from veribatch.launch.api import ExecChoice, launch_run, plan_run, run_directory
+    from veribatch.launch.run_control import ExecChoice, launch_run, plan_run, run_directory
 
     choice = ExecChoice(executor=executor, profile=profile, partitions=partition or (), workers=workers)
 

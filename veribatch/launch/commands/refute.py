@@ -35,8 +35,8 @@ def filter_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """§4.1: drop problems a blind random generator breaks within the filter limit."""
-    from veribatch.launch.api import ExecChoice, launch_run, plan_run, run_directory
     from veribatch.launch.cli import EXIT_OK, _report, guarded, out
+    from veribatch.launch.run_control import ExecChoice, launch_run, plan_run, run_directory
 
     def go() -> int:
         plan = plan_run("refute", dataset=dataset, model=model, options=[*(option or ()), "filter=true"],

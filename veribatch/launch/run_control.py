@@ -1,4 +1,4 @@
-"""The small public API behind the CLI: launch, resume, cancel.
+"""Run control, the small public API behind the CLI: launch, resume, cancel.
 
 `launch_run` plans, writes (or reuses) the run directory and hands the shards
 still to do to an executor; `resume_run` recomputes that set from the run
