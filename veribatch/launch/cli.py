@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from .executors import executor_names
+
 if TYPE_CHECKING:
     import click
     from rich.console import Console
@@ -302,7 +304,7 @@ def _task_app(name: str) -> typer.Typer:
         model: Annotated[str | None, typer.Option(help="Engine spec, e.g. hf:/path or "
                                                   "vllm:Qwen/Qwen2.5-72B-Instruct; none: "
                                                   "the task's reference arms.")] = None,
-        executor: Annotated[str, typer.Option(help="local | slurm")] = "local",
+        executor: Annotated[str, typer.Option(help=" | ".join(executor_names()))] = "local",
         profile: Annotated[str | None, typer.Option(help="SLURM profile name or YAML path.")] = None,
         partition: Annotated[list[str] | None, typer.Option(
             help="SLURM partition: RESOURCE=NAME (cpu=..., gpu=...), or a bare NAME for one "

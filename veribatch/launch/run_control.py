@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from veribatch.aggregate.completeness import task_stages
 from veribatch.tasks.base import get_task
 
-from .executors import Executor, SubmitResult, executor_class, executor_names
+from .executors import executor_class, executor_names
+from .executors.base import Executor, SubmitResult
 from .jobs import load_jobs, update_jobs
 from .locks import RUNNING_LOCALLY, RunLock, is_locked, read_holder, require_locking, run_lock
 from .manifest import RunConflictError, check_reusable, code_version, create_or_reuse, load_manifest

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from veribatch.launch.executors import executor_names
 from veribatch.launch.rundir import resolve_run
 
 
@@ -27,7 +28,7 @@ def build_cmd(
     shards: Annotated[int, typer.Option(help="Shards per stage.")] = 1,
     limit: Annotated[int | None, typer.Option(help="Only the first K programs (a slice).")] = None,
     option: Annotated[list[str] | None, typer.Option("--option", "-o", help="Task option key=value.")] = None,
-    executor: Annotated[str, typer.Option(help="local | slurm")] = "local",
+    executor: Annotated[str, typer.Option(help=" | ".join(executor_names()))] = "local",
     profile: Annotated[str | None, typer.Option(help="SLURM profile name or YAML path.")] = None,
     partition: Annotated[list[str] | None, typer.Option(help="SLURM partition (RESOURCE=NAME).")] = None,
     runs_dir: Annotated[Path | None, typer.Option("--runs-dir", help="Where run directories live.")] = None,

@@ -18,12 +18,14 @@ from typing import Annotated
 
 import typer
 
+from veribatch.launch.executors import executor_names
+
 
 def filter_cmd(
     dataset: Annotated[str | None, typer.Option(help="Dataset name or export path.")] = None,
     model: Annotated[str | None, typer.Option(help="Engine spec that writes the blind generators; "
                                               "none: the dataset's own or the trivial one.")] = None,
-    executor: Annotated[str, typer.Option(help="local | slurm")] = "local",
+    executor: Annotated[str, typer.Option(help=" | ".join(executor_names()))] = "local",
     profile: Annotated[str | None, typer.Option(help="SLURM profile name or YAML path.")] = None,
     partition: Annotated[list[str] | None, typer.Option(help="SLURM partition(s).")] = None,
     shards: Annotated[int, typer.Option(help="Shards per stage.")] = 1,

@@ -1,29 +1,31 @@
 """Executors by name: the one place that knows which class an `--executor` name means.
 
 Classes are imported lazily by dotted path (as `verifiers/registry.py` does for tools), so
-`launch status` never loads rich's progress bars or submitit, and the base class never
-imports its subclasses.  Every executor calls `launch.shard_loop.run_shard`.
+the CLI can list the names without loading an executor (rich's progress bars, submitit),
+and the base class never imports its subclasses.  Every executor calls
+`launch.shard_loop.run_shard`.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from .base import Executor, SubmitResult
+if TYPE_CHECKING:
+    from .base import Executor
 
 EXECUTORS: dict[str, str] = {
     "local": "veribatch.launch.executors.local:LocalExecutor",
     "slurm": "veribatch.launch.executors.slurm:SlurmExecutor",
 }
 
-__all__ = ["EXECUTORS", "Executor", "SubmitResult", "executor_class", "executor_names"]
-
-
 def executor_names() -> list[str]:
     return list(EXECUTORS)
 
 
 def executor_class(name: str) -> type[Executor]:
+    from .base import Executor
+
     try:
         target = EXECUTORS[name]
     except KeyError:
