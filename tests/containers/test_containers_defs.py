@@ -145,3 +145,15 @@ def test_post_refuses_unpinned_or_wrong_downloads(name: str, tmp_path: Path) -> 
     assert unpinned.returncode != 0 and "BUILT" not in unpinned.stdout and good in unpinned.stderr
     wrong = run("0" * 64)
     assert wrong.returncode != 0 and "checksum mismatch" in wrong.stderr
+
+
+def test_building_an_unknown_image_names_the_known_ones(tmp_path: Path) -> None:
+    """Refused before apptainer is looked for (exit 2, no traceback), on any machine."""
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "veribatch", "images", "build", "nosuch",
+                           "--dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "unknown image 'nosuch'" in proc.stderr
+    assert all(name in proc.stderr for name in DEFS)
+    assert "Traceback" not in proc.stderr

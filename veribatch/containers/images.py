@@ -24,6 +24,11 @@ from veribatch.containers.definitions import DEFINITIONS_DIR, ImageDefinition, l
 LOCK_NAME = "images.lock.json"
 
 
+class UnknownImageError(LookupError):
+    """An image name with no definition file; the message lists the known ones.  Our own,
+    because `containers` sits beside `tasks`, not below it (docs/architecture.md)."""
+
+
 class ApptainerMissing(RuntimeError):
     """Building or testing needs the apptainer binary, which is not on this machine."""
 
@@ -77,9 +82,7 @@ def build(name: str, directory: Path, definitions_dir: Path = DEFINITIONS_DIR) -
     """Build one image into `directory` and record it in the lock file."""
     defs = load_definitions(definitions_dir)
     if name not in defs:
-        from veribatch.tasks.base import UnknownNameError
-
-        raise UnknownNameError(f"unknown image {name!r}; known: {', '.join(sorted(defs))}")
+        raise UnknownImageError(f"unknown image {name!r}; known: {', '.join(sorted(defs))}")
     d = defs[name]
     binary = _apptainer()
     directory.mkdir(parents=True, exist_ok=True)

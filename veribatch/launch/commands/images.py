@@ -72,8 +72,7 @@ def build_cmd(
 ) -> None:
     """Build images with apptainer and record their sha256 in the lock file."""
     from veribatch.containers.definitions import load_definitions
-    from veribatch.containers.images import ApptainerMissing, build, images_dir
-    from veribatch.verifiers.registry import UnknownToolError
+    from veribatch.containers.images import ApptainerMissing, UnknownImageError, build, images_dir
 
     d = images_dir(directory)
     try:
@@ -82,7 +81,7 @@ def build_cmd(
             out.print(f"built {d / entry['sif']} sha256 {entry['sha256']}", highlight=False)
             for u in entry["unpinned"]:
                 out.print(f"  UNPINNED: {u}", highlight=False)
-    except (ApptainerMissing, UnknownToolError) as e:
+    except (ApptainerMissing, UnknownImageError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         raise typer.Exit(2) from None
     except subprocess.CalledProcessError as e:
