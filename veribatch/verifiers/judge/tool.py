@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 
 from veribatch.verifiers.base import FinishedRun, Query, Tool, ToolVerdict, read_version
-from veribatch.verifiers.judge.compile import compiler, compiler_version
-from veribatch.verifiers.judge.run import judge_python
+from veribatch.verifiers.judge.toolchain import compiler, compiler_version, judge_python
 from veribatch.verifiers.result import Limits, Status
 
 MARKER = "VERIBATCH-JUDGE "
