@@ -14,7 +14,7 @@ from veribatch.verifiers.base import Tool
 from veribatch.verifiers.verifier import RUNTIMES, Verifier
 
 _TOOLS: dict[str, str] = {
-    "z3": "veribatch.verifiers.z3:Z3Tool",
+    "z3": "veribatch.verifiers.z3c.tool:EmbeddedZ3Tool",
     "uautomizer": "veribatch.verifiers.uautomizer:UAutomizerTool",
     "dafny": "veribatch.verifiers.dafny:DafnyTool",
     "judge": "veribatch.verifiers.judge.tool:JudgeTool",

@@ -1,4 +1,8 @@
-"""The embedded Z3 verifier for C (`verifiers.z3c`) as a tool adapter, name ``z3``.
+"""The embedded C verifier (this package, `verifiers.z3c`) as a tool adapter, registry name ``z3``.
+
+The name ``z3`` is the user-visible one (``--verifier z3``, ``--tool z3``, every run id and
+record); the code calls it what it is.  The adapter lives with the verifier it adapts, so
+the package is one unit: the verifier, its command line (``__main__``) and its adapter.
 
 It runs wherever veribatch is installed: the executable is this Python, the
 command ``python -m veribatch.verifiers.z3c FILE --timeout S --data-model M --json``.
@@ -32,7 +36,9 @@ DATA_MODELS = ("ILP32", "LP64")
 SAFETY_MARGIN_S = 1.0  # left between the tool's own budget and the hard limit
 
 
-class Z3Tool(Tool):
+class EmbeddedZ3Tool(Tool):
+    """The embedded C verifier: Horn clauses + Spacer portfolio and BMC on z3, in-process."""
+
     name = "z3"
     container_executable = None  # pure Python + z3-solver: runs natively everywhere
     version_args = ("-m", MODULE, "--version")
