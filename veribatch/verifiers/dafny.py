@@ -60,8 +60,8 @@ from veribatch.verifiers.base import (
     Tool,
     ToolNotFoundError,
     ToolVerdict,
+    UnsupportedQueryError,
     find_executable,
-    read_version,
 )
 from veribatch.verifiers.result import Limits, Status
 
@@ -150,7 +150,15 @@ def warning_kind(message: str) -> str:
 
 
 class DafnyTool(Tool):
+    """Dafny 4: ``dafny resolve`` (syntax and types) and ``dafny verify`` (every proof obligation)."""
+
     name = "dafny"
+    description = "Dafny 4 (DafnyComp's verifier): dafny resolve (syntax) and dafny verify (proof)"
+    properties = PROPERTIES
+    languages = ("Dafny",)
+    memory_mb = 4096
+    query_cores = 1
+    certified_verdicts = False
     container_executable = "/opt/dafny/dafny"
     container_network = False
 
@@ -168,13 +176,10 @@ class DafnyTool(Tool):
             )
         return m.group(0)
 
-    def version(self, executable: str) -> str:
-        return self.parse_version(read_version([executable, *self.version_args]))
-
     def cmdline(self, executable: str, query: Query, limits: Limits, workdir: Path) -> list[str]:
         if query.property not in PROPERTIES:
-            raise ValueError(f"dafny: unknown property {query.property!r}; "
-                             f"known: {', '.join(PROPERTIES)}")
+            raise UnsupportedQueryError(f"dafny: unknown property {query.property!r}; "
+                                        f"known: {', '.join(PROPERTIES)}")
         files = [str(f) for f in query.files]
         opts = list(query.options)
         if query.property == "dafny-resolve":

@@ -27,7 +27,7 @@ from veribatch.verifiers.base import (
     Tool,
     ToolNotFoundError,
     ToolVerdict,
-    read_version,
+    UnsupportedQueryError,
 )
 from veribatch.verifiers.result import Limits, Status
 
@@ -40,6 +40,13 @@ class EmbeddedZ3Tool(Tool):
     """The embedded C verifier: Horn clauses + Spacer portfolio and BMC on z3, in-process."""
 
     name = "z3"
+    description = ("z3 — the embedded C verifier (package z3c): Horn clauses + Spacer and BMC on "
+                   "z3, FALSE replayed with gcc, TRUE from a re-checked proof")
+    properties = ("unreach-call",)
+    languages = ("C",)
+    memory_mb = 4096
+    query_cores = 1
+    certified_verdicts = True  # FALSE: a gcc-replayed trace; TRUE: a re-checked proof (or UNKNOWN)
     container_executable = None  # pure Python + z3-solver: runs natively everywhere
     version_args = ("-m", MODULE, "--version")
     warm_module = MODULE  # forked from the runner's warm fork server (no start-up per query)
@@ -51,17 +58,15 @@ class EmbeddedZ3Tool(Tool):
             )
         return sys.executable
 
-    def version(self, executable: str) -> str:
-        return self.parse_version(read_version([executable, *self.version_args]))
-
     def cmdline(self, executable: str, query: Query, limits: Limits, workdir: Path) -> list[str]:
-        if query.property != "unreach-call":
-            raise ValueError(f"z3: unsupported property {query.property!r}; known: unreach-call")
+        if query.property not in self.properties:
+            raise UnsupportedQueryError(f"z3: unsupported property {query.property!r}; "
+                                        f"known: {', '.join(self.properties)}")
         if len(query.files) != 1:
-            raise ValueError(f"z3 verifies exactly one C file, got {len(query.files)}")
+            raise UnsupportedQueryError(f"z3 verifies exactly one C file, got {len(query.files)}")
         if query.data_model not in DATA_MODELS:
-            raise ValueError(f"z3: unknown data model {query.data_model!r}; "
-                             f"known: {', '.join(DATA_MODELS)}")
+            raise UnsupportedQueryError(f"z3: unknown data model {query.data_model!r}; "
+                                        f"known: {', '.join(DATA_MODELS)}")
         budget = min(limits.wall_s, limits.cpu_cap)
         budget = max(0.5, budget - SAFETY_MARGIN_S)
         return [
