@@ -128,13 +128,13 @@ class ToolVerdict:
 class Tool(ABC):
     """Base of every verifier adapter.  A subclass declares every fact in `FACTS` as a class
     attribute (the base gives none of them a default, so a forgotten one fails the
-    conformance test and `registry.get_tool`), and implements the four abstract verbs."""
+    conformance test and `registry.tool_class`), and implements the three abstract verbs."""
 
     # -- facts: what tasks, `launch verify` and the docs read instead of tables of their own
     name: ClassVar[str]
     """The registry name: ``--tool``/``--verifier``, part of every run id and record."""
     description: ClassVar[str]
-    """One line for people: what the tool is (docs, error messages)."""
+    """One line for people: what the tool is (what a reader of the registry is told)."""
     properties: ClassVar[tuple[str, ...]]
     """The properties its queries may ask (`Query.property`); the first is the default
     (``launch verify`` without ``--property``).  A task accepts the tools that declare the
@@ -154,7 +154,7 @@ class Tool(ABC):
     (CE-Bench's labels, `tasks.cebench.label`).  False: a verdict is the tool's word,
     trusted as the papers trust it."""
 
-    FACTS: ClassVar[dict[str, type | tuple[type, ...]]] = {
+    FACTS: ClassVar[dict[str, type]] = {
         "name": str, "description": str, "properties": tuple, "languages": tuple,
         "memory_mb": int, "query_cores": int, "certified_verdicts": bool,
     }
