@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from veribatch.verifiers.verifier import Verifier
 
 _TOOLS: dict[str, str] = {
-    "z3": "veribatch.verifiers.z3c.tool:EmbeddedZ3Tool",  # the embedded C verifier (package z3c)
+    "z3": "veribatch.verifiers.z3c.tool:EmbeddedZ3Tool",  # z3 — the embedded C verifier (package z3c)
     "uautomizer": "veribatch.verifiers.uautomizer:UAutomizerTool",
     "dafny": "veribatch.verifiers.dafny:DafnyTool",
     "judge": "veribatch.verifiers.judge.tool:JudgeTool",
