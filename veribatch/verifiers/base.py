@@ -179,7 +179,7 @@ class Tool(ABC):
         """The facts this class does not declare, or declares with the wrong type."""
         out = []
         for fact, kind in cls.FACTS.items():
-            value = getattr(cls, fact, None)
+            value: Any = getattr(cls, fact, None)
             ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
             if ok and kind is tuple:
                 ok = bool(value) and all(isinstance(v, str) and v for v in value)
