@@ -114,3 +114,41 @@ def test_tools_without_network_run_with_network_none(
     assert r.status is Status.FALSE
     run_call = (tmp_path / "calls.txt").read_text().splitlines()[-1]
     assert run_call.startswith("exec --containall --cleanenv --no-home --net --network none ")
+
+
+# Stand-in for apptainer's environment handling under --cleanenv (apptainer's
+# `env.SetContainerEnv` and `runtime_vars.sh`): the image's PATH, then every
+# APPTAINERENV_<NAME> of the apptainer process as <NAME>, APPTAINERENV_PREPEND_PATH in front.
+CLEANENV_STAND_IN = """#!/bin/sh
+printf '%s\\n' "$*" >> "{log}"
+while [ "$#" -gt 0 ]; do case "$1" in *.sif) shift; break;; esac; shift; done
+exec env -i PATH="${{APPTAINERENV_PREPEND_PATH:+$APPTAINERENV_PREPEND_PATH:}}/image/bin:/usr/bin:/bin" \\
+    GREETING="${{APPTAINERENV_GREETING:-unset}}" "$@"
+"""
+
+
+def test_the_tool_environment_reaches_the_process_inside_the_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shell_tool: Tool
+) -> None:
+    from veribatch.verifiers.base import ToolEnvironment
+
+    assert apptainer.exec_env(ToolEnvironment({"A": "1"}, ("/t", "/u")), {"APPTAINERENV_PREPEND_PATH": "/x"}) == {
+        "APPTAINERENV_A": "1", "APPTAINERENV_PREPEND_PATH": "/t:/u:/x"}
+    fake = tmp_path / "apptainer"
+    fake.write_text(CLEANENV_STAND_IN.format(log=tmp_path / "calls.txt"))
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("VERIBATCH_APPTAINER", str(fake))
+    img = tmp_path / "shell.sif"
+    img.write_bytes(b"image")
+    shell_tool.version_args = ("-c", "echo v")
+    monkeypatch.setattr(shell_tool, "environment", lambda executable, limits: ToolEnvironment(
+        {"GREETING": f"hello {limits.memory_mb}"}, (str(Path(executable).parent) + "/tools",)))
+    q = tmp_path / "t.sh"
+    q.write_text('echo "PATH=$PATH"; echo "GREETING=$GREETING"; echo VERDICT TRUE')
+    r = Verifier(shell_tool, runtime="apptainer", image=img).run(Query((q,)), Limits(10, memory_mb=512),
+                                                                 tmp_path / "logs")
+    assert r.status is Status.TRUE
+    lines = Path(r.log_path).read_text().splitlines()
+    assert lines[:2] == ["PATH=/bin/tools:/image/bin:/usr/bin:/bin", "GREETING=hello 512"]
+    run_call = (tmp_path / "calls.txt").read_text().splitlines()[-1]
+    assert "GREETING" not in run_call and "--env" not in run_call  # the pinned argv is unchanged

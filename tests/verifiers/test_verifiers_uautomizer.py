@@ -4,7 +4,7 @@ Every recorded case (captured from a real 0.2.3, see that folder's README) is re
 adapter exactly as a run leaves it: the wrapper's output, and the files it wrote into its
 working/witness directory, beside the loop map the adapter writes there before a run.
 Ultimate itself cannot run here; the end-to-end tests put a stand-in `Ultimate.py` on the
-path that replays a recording, so the runner, the launch prologue (PATH, heap) and the
+path that replays a recording, so the runner, the tool's environment (PATH, heap) and the
 work directory are exercised as with the real tool.
 """
 
@@ -14,16 +14,16 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from veribatch.verifiers.base import FinishedRun, Query
+from veribatch.verifiers.base import FinishedRun, Query, ToolEnvironment, UnsupportedQueryError
 from veribatch.verifiers.registry import get_verifier
 from veribatch.verifiers.result import Limits, Status
-from veribatch.verifiers.uautomizer import LAUNCH, LOOPS_FILE, UAutomizerTool, jvm_heap_mb, z3_path
+from veribatch.verifiers.runner import execute
+from veribatch.verifiers.uautomizer import LOOPS_FILE, UAutomizerTool, jvm_heap_mb, z3_path
 
 TOOL = UAutomizerTool()
 LEFT_BEHIND = ("witness.graphml", "UltimateCounterExample.errorpath", "Ultimate.log")
@@ -177,24 +177,27 @@ def test_loop_map_is_the_front_ends_numbering(rec: Path) -> None:
     repaired = json.loads(TOOL.support_files(Query((program,)))[LOOPS_FILE])
     assert repaired["loops"] == [{"loop": 1, "line": 35, "kind": "while"}]
     assert "while" in program.read_text().splitlines()[34]
-    with pytest.raises(ValueError, match="unsupported property"):
+    with pytest.raises(UnsupportedQueryError, match="unsupported property"):
         TOOL.support_files(Query((Path("p.c"),), property="valid-memsafety"))
 
 
 # -- command line, heap, solver, version -----------------------------------------------------
 
-def test_cmdline_is_the_svcomp_one_behind_the_launch_prologue(tmp_path: Path) -> None:
+def test_cmdline_is_the_svcomp_one_and_the_environment_sets_path_and_heap(tmp_path: Path) -> None:
     c = tmp_path / "p.c"
     w = tmp_path / "w"
     argv = TOOL.cmdline("/opt/U/Ultimate.py", Query((c,)), Limits(600, memory_mb=16384), w)
-    assert argv == ["/bin/sh", "-c", LAUNCH, "/opt/U/Ultimate.py", "13824",
+    assert argv == ["/opt/U/Ultimate.py",
                     "--spec", str(w / "unreach-call.prp"), "--file", str(c), "--architecture", "32bit",
                     "--full-output", "--witness-dir", str(w)]
+    # what the shell prologue used to set: the tool's directory first on PATH, the heap in MB
+    assert TOOL.environment("/opt/U/Ultimate.py", Limits(600, memory_mb=16384)) == ToolEnvironment(
+        variables={"_JAVA_OPTIONS": "-Xmx13824m"}, path_prepend=("/opt/U",))
     argv64 = TOOL.cmdline("/U/Ultimate.py", Query((c,), data_model="LP64", options=("--x", "1")), Limits(), w)
     assert argv64[argv64.index("--architecture") + 1] == "64bit" and argv64[-2:] == ["--x", "1"]
-    with pytest.raises(ValueError, match="data model"):
+    with pytest.raises(UnsupportedQueryError, match="data model"):
         TOOL.cmdline("U", Query((c,), data_model="ILP64"), Limits(), w)
-    with pytest.raises(ValueError, match="exactly one"):
+    with pytest.raises(UnsupportedQueryError, match="exactly one"):
         TOOL.cmdline("U", Query((c, c)), Limits(), w)
 
 
@@ -203,16 +206,18 @@ def test_heap_follows_the_memory_limit() -> None:
     assert jvm_heap_mb(4096) == 2048 and jvm_heap_mb(1000) == 500
 
 
-def test_launch_prologue_sets_path_and_heap_and_passes_arguments(tmp_path: Path) -> None:
-    """Run the real /bin/sh prologue on a script that reports what it got."""
+def test_environment_sets_path_and_heap_and_the_arguments_pass_unchanged(tmp_path: Path) -> None:
+    """Run a script that reports what it got, through the runner, with the tool's environment
+    applied to an inherited one (as `Verifier.start` does)."""
     tool_dir = tmp_path / "ult dir"
     tool_dir.mkdir()
     probe = tool_dir / "Ultimate.py"
-    probe.write_text('#!/bin/sh\nprintf "%s\\n" "${PATH%%:*}" "$_JAVA_OPTIONS" "$#" "$@"\n')
+    probe.write_text('#!/bin/sh\nprintf "%s\\n" "${PATH%%:*}" "${PATH#*:}" "$_JAVA_OPTIONS" "$#" "$@"\n')
     probe.chmod(0o755)
-    out = subprocess.run(["/bin/sh", "-c", LAUNCH, str(probe), "2048", "--file", "a b.c"],
-                         capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, check=True).stdout
-    assert out.splitlines() == [str(tool_dir), "-Xmx2048m", "2", "--file", "a b.c"]
+    env = TOOL.environment(str(probe), Limits(memory_mb=4096)).applied_to({"PATH": "/usr/bin:/bin"})
+    ex = execute([str(probe), "--file", "a b.c"], Limits(30), tmp_path / "out.log", env=env)
+    assert ex.termination_reason == "exit" and ex.returncode == 0, ex.read_output()
+    assert ex.read_output().splitlines() == [str(tool_dir), "/usr/bin:/bin", "-Xmx2048m", "2", "--file", "a b.c"]
 
 
 def _real_z3() -> str:

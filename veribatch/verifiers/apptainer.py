@@ -13,7 +13,12 @@ The argv is built here directly (no spython client, no shell) so tests can pin i
   the adapter's `cmdline` can use host paths unchanged; only the run's own work
   directory is writable;
 - the image is identified by the sha256 of the SIF file, recorded in every
-  result's tool version and in every cache key: a rebuilt image is a new verifier.
+  result's tool version and in every cache key: a rebuilt image is a new verifier;
+- ``--cleanenv`` keeps the host's environment out; what the tool needs
+  (`Tool.environment`) reaches it as ``APPTAINERENV_<NAME>`` variables of the
+  ``apptainer`` process and ``APPTAINERENV_PREPEND_PATH`` (`exec_env`), which apptainer
+  applies inside the container after the image's own environment — the argv stays as
+  pinned.
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ import hashlib
 import os
 import shutil
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from veribatch.verifiers.base import ToolNotFoundError
+from veribatch.verifiers.base import ToolEnvironment, ToolNotFoundError
+
+ENV_PREFIX = "APPTAINERENV_"
 
 _DIGESTS: dict[tuple[str, int, int], str] = {}
 _LOCK = threading.Lock()
@@ -92,3 +99,17 @@ def exec_argv(
         cmd += ["--pwd", str(Path(pwd).resolve())]
     cmd.append(str(Path(image).resolve()))
     return cmd + list(argv)
+
+
+def exec_env(tool_env: ToolEnvironment, inherited: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the ``apptainer`` process that gives the tool inside `tool_env`:
+    each variable as ``APPTAINERENV_<NAME>``, the PATH directories as
+    ``APPTAINERENV_PREPEND_PATH`` (before any the caller had set)."""
+    env = dict(inherited)
+    for name, value in tool_env.variables.items():
+        env[ENV_PREFIX + name] = value
+    if tool_env.path_prepend:
+        key = ENV_PREFIX + "PREPEND_PATH"
+        rest = [env[key]] if env.get(key) else []
+        env[key] = os.pathsep.join([*tool_env.path_prepend, *rest])
+    return env

@@ -3,49 +3,12 @@
 Properties: ``dafny-resolve`` (the program parses and type-checks: DafnyComp's syntax
 metric) and ``dafny-verify`` (every proof obligation proved: its verified metric).
 
-Command lines (pinned by tests; the option spellings are those of Dafny's own test runner,
-`../shared/data/recorded/dafny/*/command.txt`)::
-
-    dafny resolve --use-basename-for-filename --show-snippets:false [options] F.dfy
-    dafny verify  --use-basename-for-filename --show-snippets:false
-                  --verification-time-limit:N [options] F.dfy
-
-``--use-basename-for-filename`` makes every message name ``F.dfy`` rather than the scratch
-path, so records (and cached results) do not depend on where a shard ran; snippets are off
-because they only repeat the source.  The per-obligation limit N defaults to Dafny 4.10's
-own 30 s, clipped to the query's wall limit; a task passes its own in the options.
-``--allow-warnings`` is deliberately *not* passed: warnings (``assume``, bodyless lemmas,
-``{:verify false}``) are evidence the integrity check wants to see.
-
-What the output means (measured on Dafny's own integration-test outputs, 4.10.0 and the
-newest wording; see the README beside them):
-
-- each diagnostic is ``FILE(LINE,COL): Error|Warning: MESSAGE``; ``Related location``
-  lines and one-space-indented ``Related message`` lines belong to the error before them;
-  with snippets on, source lines follow (ignored here);
-- a parse or resolution failure prints no summary, only ``N parse errors detected in F`` or
-  ``N resolution/type errors detected in F`` (never singular);
-- ``dafny verify`` ends with ``Dafny program verifier finished with V verified, E errors
-  [, T time out(s)][, R out of resource]...``: time-outs and out-of-resource are *not*
-  counted in E (they still print an ``Error:`` line and exit 4);
-- a successful ``dafny resolve`` ends with ``Dafny program verifier did not attempt
-  verification``;
-- warnings without ``--allow-warnings`` add ``Compilation failed because warnings were
-  found...`` and exit 2 even when every proof went through: the exit code alone does not
-  tell a syntax error from an ``assume``, so the verdict is read from the text.
-
-Verdicts: ERROR when Dafny cannot read the input (parse errors: the rule every verifier
-follows, `verifiers.result`; ``extras["phase"] == "parse"`` tells it from a crash) or printed
-none of the verdicts below (a crash, a missing solver); FALSE when the program does not
-resolve (it was read, and is ill-typed) or an obligation failed; UNKNOWN when nothing failed
-but some obligation timed out or ran out of resources (undecided, never verified); TRUE when
-everything asked was proved (or, for resolve, the program resolved).  ``0 errors`` is not
-proof of honesty — ``{:verify false}`` members are skipped silently but for a warning — so
-warnings come back classified in ``extras["warnings"]`` for the task's integrity check.
-
-Each error comes back in ``extras["errors"]`` with its *kind* (parse, resolution,
-verification, timeout, out_of_resource) and, for verification failures, the *obligation*
-that failed (see `OBLIGATIONS`): what DafnyComp's failure-mode table is built from.
+The verdict is read from Dafny's text, never from its exit code alone (an exit of 2 means
+warnings as well as errors, time-outs exit 4 with ``0 errors``), and every error comes
+back with its kind and the proof obligation it is about, and every warning classified:
+DafnyComp's failure-mode table and its integrity check are built from them.  The command
+lines, the output format and how each case maps to a verdict are in docs/dafnycomp.md
+("How the adapter reads Dafny"); every rule is tested on Dafny's own recorded outputs.
 """
 
 from __future__ import annotations
@@ -60,8 +23,8 @@ from veribatch.verifiers.base import (
     Tool,
     ToolNotFoundError,
     ToolVerdict,
+    UnsupportedQueryError,
     find_executable,
-    read_version,
 )
 from veribatch.verifiers.result import Limits, Status
 
@@ -150,7 +113,15 @@ def warning_kind(message: str) -> str:
 
 
 class DafnyTool(Tool):
+    """Dafny 4: ``dafny resolve`` (syntax and types) and ``dafny verify`` (every proof obligation)."""
+
     name = "dafny"
+    description = "Dafny 4 (DafnyComp's verifier): dafny resolve (syntax) and dafny verify (proof)"
+    properties = PROPERTIES
+    languages = ("Dafny",)
+    memory_mb = 4096
+    query_cores = 1
+    certified_verdicts = False
     container_executable = "/opt/dafny/dafny"
     container_network = False
 
@@ -168,13 +139,10 @@ class DafnyTool(Tool):
             )
         return m.group(0)
 
-    def version(self, executable: str) -> str:
-        return self.parse_version(read_version([executable, *self.version_args]))
-
     def cmdline(self, executable: str, query: Query, limits: Limits, workdir: Path) -> list[str]:
         if query.property not in PROPERTIES:
-            raise ValueError(f"dafny: unknown property {query.property!r}; "
-                             f"known: {', '.join(PROPERTIES)}")
+            raise UnsupportedQueryError(f"dafny: unknown property {query.property!r}; "
+                                        f"known: {', '.join(PROPERTIES)}")
         files = [str(f) for f in query.files]
         opts = list(query.options)
         if query.property == "dafny-resolve":
@@ -204,7 +172,7 @@ def _kind(message: str, phase: str) -> str:
 
 
 def interpret(output: str, returncode: int | None) -> ToolVerdict:
-    """The verdict from the text Dafny printed (see the module docstring); `returncode` is
+    """The verdict from the text Dafny printed (docs/dafnycomp.md); `returncode` is
     recorded, never trusted alone."""
     errors: list[dict[str, Any]] = []
     warnings: list[dict[str, Any]] = []

@@ -1,64 +1,20 @@
 """Ultimate Automizer through its SV-COMP wrapper `Ultimate.py` (InvBench's reference verifier).
 
-Command line (SV-COMP's; the InvBench repository publishes none of its own)::
+Command line: SV-COMP's (the InvBench repository publishes none of its own)::
 
-    /bin/sh -c LAUNCH Ultimate.py HEAP_MB --spec unreach-call.prp --file F.c
-                --architecture 32bit|64bit --full-output --witness-dir WORKDIR [options...]
+    Ultimate.py --spec unreach-call.prp --file F.c --architecture 32bit|64bit
+                --full-output --witness-dir WORKDIR [options...]
 
-`LAUNCH` is a three-line shell prologue, not a wrapper with logic of its own:
+with two environment settings (`environment`): ``PATH`` starting with the directory of
+``Ultimate.py``, because Ultimate runs the SMT solvers it finds on PATH and the release's
+own z3 is part of the tool (the version records it), and ``_JAVA_OPTIONS=-Xmx<heap>m``,
+because the wrapper hard-codes the heap and the JVM reads that variable after its command
+line, so the heap follows the query's memory limit (`jvm_heap_mb`).
 
-- ``PATH`` starts with the directory of ``Ultimate.py``.  Ultimate runs the SMT solvers it
-  finds on PATH (``z3``, ``cvc4``, ``mathsat``); the release ships them beside the script,
-  but under a Python venv the z3 of PyPI's z3-solver (5.4.1) came first and was used
-  silently.  With Debian's z3 4.8.12 two easy programs did not finish in 300 s that the
-  bundled 4.12 solves, so the solver is part of the tool: `version` records the z3 that
-  this PATH resolves to (``0.2.3-release-863304a+z3-4.12.0``), and the log's solver
-  commands are kept in ``extras["solver_commands"]``.
-- ``_JAVA_OPTIONS=-Xmx<HEAP_MB>m``: the wrapper hard-codes ``-Xmx15G``; the JVM reads
-  ``_JAVA_OPTIONS`` after its command line, so the heap follows the query's memory limit
-  (`jvm_heap_mb`) instead of outgrowing it.  The wrapper's Java probe skips the
-  ``Picked up _JAVA_OPTIONS`` line it causes (it only looks for a version pattern).
-
-What the output looks like (captured from 0.2.3, ``../shared/data/recorded/uautomizer``):
-with ``--full-output`` every Ultimate run is printed between ``--- Real Ultimate output
----`` and ``--- End real Ultimate output ---``; its results block (`` --- Results ---``)
-lists entries ``  - <Kind>Result [Line: N]: <short>`` with indented details, e.g.
-``  - InvariantResult [Line: 34]: Loop Invariant`` / ``    Derived loop invariant: EXPR``.
-Log lines (``[2026-... WARN ...]``) may sit between an entry and its details.  When the
-first (integer) run ends in UNKNOWN or ERROR the wrapper retries bit-precisely, so the
-output may hold two runs; the wrapper's verdict (``Result:`` then ``TRUE``/``FALSE``/
-``UNKNOWN``/``ERROR: ...``) is the last run's.
-
-How verdicts and reasons are read (each case is tested on a real recording):
-
-- ``SyntaxErrorResult [Line: N]`` → ERROR naming the line.  0.2.3's wrapper looks for a
-  string 0.2.3 does not print, keeps UNKNOWN and retries; the input is still not C.
-- TRUE → invariants from the last run's ``InvariantResult`` entries, the truth about
-  where they hold: ``[{"line": N, "loop": k | None, "invariant": "<C expr>"}]``.  ``loop``
-  is the input's loop whose keyword is on line N (`verifiers.cfront.loop_sites`
-  numbering, computed before the run into ``veribatch-loops.json`` in the work
-  directory); Ultimate also reports entries at function heads (``1`` at ``int main()``),
-  which get ``loop: None``.  The GraphML witness is not read: its invariant nodes carry
-  the lines of the edges *entering* the loop head (31, 39, 41 for a loop on line 34) and
-  function-entry nodes at call sites, so it can only disagree with the log.  The
-  invariants are Ultimate's back-translation: they may contain ``\\exists``, ``%`` with
-  2^32 moduli, or variables of inlined callees; consumers re-parse and re-check them.
-- A TRUE for a program without any specification (e.g. a file that is one unclosed
-  comment) keeps Ultimate's words as the reason.
-- FALSE → the error path (``UltimateCounterExample.errorpath``, written into the work
-  directory, which is the wrapper's working directory).
-- UNKNOWN / ERROR → the reason names what each run ended with, e.g. ``integer run:
-  TimeoutResultAtElement [Line: 17]: Timeout (TraceAbstraction); bit-precise run:
-  TimeoutResult: ...``, so a reason cites the input's own line numbers.
-- No ``Result:`` block (the tool was killed, or the wrapper could not start Java) →
-  ERROR with the output's last line; the runner turns a kill by its own limit into
-  TIMEOUT/OOM.
-
-Versions: 0.2.3 (the recordings) and 0.2.4 (pinned in ``containers/uautomizer.def``, the
-release of the SV-COMP 2024 contribution the InvBench paper cites) print this format; the
-0.3 line (Java 21, also a YAML witness) keeps the same results block and ``Result:``
-protocol, and the version line ``This is Ultimate 0.3.1-...`` parses the same way.  No
-0.3 output was captured, so nothing 0.3-specific is relied on.
+The verdict is read from the wrapper's ``Result:`` block, the reasons and invariants from
+the results block of Ultimate's own output (``--full-output``), every case tested on real
+recorded output.  The output format, how each case is read, and the measurements behind
+the choices above are in docs/invbench.md ("UAutomizer").
 """
 
 from __future__ import annotations
@@ -75,7 +31,9 @@ from veribatch.verifiers.base import (
     FinishedRun,
     Query,
     Tool,
+    ToolEnvironment,
     ToolVerdict,
+    UnsupportedQueryError,
     find_executable,
     read_version,
 )
@@ -89,9 +47,6 @@ LOOPS_FILE = "veribatch-loops.json"
 COUNTEREXAMPLE_FILE = "UltimateCounterExample.errorpath"
 # Ultimate starts its z3 with ``-memory:2024`` (MB); the JVM needs ~0.5 GB beyond its heap.
 SOLVER_RESERVE_MB = 2560
-# The prologue run by /bin/sh: $0 = Ultimate.py, $1 = heap in MB, the rest = its arguments.
-LAUNCH = ('heap=$1; shift; PATH="${0%/*}:$PATH"; _JAVA_OPTIONS="-Xmx${heap}m"; '
-          'export PATH _JAVA_OPTIONS; exec "$0" "$@"')
 
 _VERSION = re.compile(r"This is Ultimate (\S+)")
 _Z3_VERSION = re.compile(r"Z3 version (\S+)")
@@ -218,13 +173,23 @@ def invariants(entries: list[ResultEntry], loops: dict[int, int | None] | None) 
 
 
 def z3_path(executable: str, path: str | None = None) -> str | None:
-    """The ``z3`` Ultimate will run: the one beside ``Ultimate.py`` first, as `LAUNCH` sets PATH."""
+    """The ``z3`` Ultimate will run: the one beside ``Ultimate.py`` first, as `environment` sets PATH."""
     search = os.pathsep.join([str(Path(executable).parent), os.environ.get("PATH", "") if path is None else path])
     return shutil.which("z3", path=search)
 
 
 class UAutomizerTool(Tool):
+    """Ultimate Automizer 0.2.x/0.3.x through `Ultimate.py`; verdicts trusted, not certified."""
+
     name = "uautomizer"
+    description = "Ultimate Automizer through its SV-COMP wrapper Ultimate.py (InvBench's reference verifier)"
+    properties = tuple(PROPERTIES)
+    languages = ("C",)
+    memory_mb = 16384  # InvBench's harness allowed 16 GB; the easy split peaks at 3.5 GB
+    # JVM threads + solver processes: 1.0-2.3x as much CPU as wall time on the easy split
+    # (wonda's runlim data), so one core would slow it below the times it is compared with.
+    query_cores = 2
+    certified_verdicts = False
     container_executable = "/opt/UAutomizer-linux/Ultimate.py"
     version_args = ("--ultversion",)
 
@@ -240,7 +205,7 @@ class UAutomizerTool(Tool):
 
     def version(self, executable: str) -> str:
         """Ultimate's version and the z3 it will use: ``0.2.3-release-863304a+z3-4.12.0``."""
-        ultimate = self.parse_version(read_version([executable, *self.version_args]))
+        ultimate = super().version(executable)
         z3 = z3_path(executable)
         if z3 is None:
             return f"{ultimate}+z3-none"
@@ -249,23 +214,28 @@ class UAutomizerTool(Tool):
 
     def support_files(self, query: Query) -> dict[str, str]:
         if query.property not in PROPERTIES:
-            raise ValueError(f"uautomizer: unsupported property {query.property!r}; "
-                             f"known: {', '.join(PROPERTIES)}")
+            raise UnsupportedQueryError(f"uautomizer: unsupported property {query.property!r}; "
+                                        f"known: {', '.join(PROPERTIES)}")
         files = {f"{query.property}.prp": PROPERTIES[query.property]}
         if len(query.files) == 1:
             files[LOOPS_FILE] = json.dumps(loop_map(Path(query.files[0])))
         return files
 
+    def environment(self, executable: str, limits: Limits) -> ToolEnvironment:
+        """The release's solvers first on PATH; the JVM heap under the query's memory limit."""
+        return ToolEnvironment(variables={"_JAVA_OPTIONS": f"-Xmx{jvm_heap_mb(limits.memory_mb)}m"},
+                               path_prepend=(os.path.dirname(executable),))
+
     def cmdline(self, executable: str, query: Query, limits: Limits, workdir: Path) -> list[str]:
         if len(query.files) != 1:
-            raise ValueError(f"uautomizer verifies exactly one C file, got {len(query.files)}")
+            raise UnsupportedQueryError(f"uautomizer verifies exactly one C file, got {len(query.files)}")
         try:
             arch = ARCHITECTURES[query.data_model]
         except KeyError:
-            raise ValueError(f"uautomizer: unknown data model {query.data_model!r}; "
-                             f"known: {', '.join(ARCHITECTURES)}") from None
+            raise UnsupportedQueryError(f"uautomizer: unknown data model {query.data_model!r}; "
+                                        f"known: {', '.join(ARCHITECTURES)}") from None
         return [
-            "/bin/sh", "-c", LAUNCH, executable, str(jvm_heap_mb(limits.memory_mb)),
+            executable,
             "--spec", str(workdir / f"{query.property}.prp"),
             "--file", str(query.files[0]),
             "--architecture", arch,

@@ -5,7 +5,7 @@ InvBench can run d_a and d_b (and up to 16 Best-of-N candidates) side by side an
 `kill` (or `kill_all`) the rest when one decides.  Every path ends in a `VerifierResult`:
 
     cache hit (verifiers.cache rule) ───────────────────────────────────────────┐
-    support_files + cmdline → [apptainer exec …] → LimitedProcess → FinishedRun
+    support_files + cmdline + environment → [apptainer exec …] → LimitedProcess → FinishedRun
         → tool.determine_result → runner overrides → cache (if cacheable) ─────┴→ VerifierResult
 
 Runner overrides, in order: a wall/CPU limit → TIMEOUT, memory → OOM (whatever
@@ -17,8 +17,9 @@ with the reason.  The raw output is in `log_path`, inside a fresh work directory
 
 What raises instead of returning a result: a missing query file, a tool that is
 not installed (`ToolNotFoundError`) or whose version cannot be read, a query the
-tool cannot express (`ValueError` from `cmdline`) — the query could not be asked
-at all, which is the caller's (or the node's) problem, not a verdict.
+tool cannot express (`UnsupportedQueryError` from `support_files` or `cmdline`) — the
+query could not be asked at all, which is the caller's (or the node's) problem, not a
+verdict.
 """
 
 from __future__ import annotations
@@ -159,6 +160,8 @@ class Verifier:
         for name, text in self.tool.support_files(query).items():
             (workdir / name).write_text(text)
         argv = self.tool.cmdline(self.executable, query, limits, workdir)
+        tool_env = self.tool.environment(self.executable, limits)
+        env = tool_env.applied_to(os.environ) if tool_env else None  # None: inherited as is
         if self.runtime == "apptainer":
             assert self.image is not None
             argv = apptainer.exec_argv(
@@ -170,7 +173,8 @@ class Verifier:
                 network=self.tool.container_network,
                 binary=apptainer.apptainer_binary(),
             )
-        process = LimitedProcess(argv, limits, workdir / "output.log", cwd=workdir,
+            env = apptainer.exec_env(tool_env, os.environ) if tool_env else None
+        process = LimitedProcess(argv, limits, workdir / "output.log", cwd=workdir, env=env,
                                  warm=self._warm(argv))
         return RunningQuery(self, process.start(), limits, version, key, workdir)
 

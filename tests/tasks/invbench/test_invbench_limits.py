@@ -15,8 +15,8 @@ from veribatch.tasks.invbench.stages import (
     _decision_timeout,
     _limits,
     build_stages,
-    memory_mb,
 )
+from veribatch.tasks.verifier import query_memory_mb as memory_mb
 
 
 def _config(**options: object) -> RunConfig:

@@ -12,14 +12,14 @@ from z3c_programs import CASES
 
 from veribatch.verifiers.base import FinishedRun, Query
 from veribatch.verifiers.result import Limits, Status
-from veribatch.verifiers.z3 import Z3Tool
+from veribatch.verifiers.z3c.tool import EmbeddedZ3Tool
 
 SAFE = dict((n, t) for n, _, t in CASES)["inlined-calls-safe"]
 UNSAFE = dict((n, t) for n, _, t in CASES)["inlined-calls-unsafe"]
 
 
 def test_cmdline_is_pinned(tmp_path: Path):
-    tool = Z3Tool()
+    tool = EmbeddedZ3Tool()
     q = Query((Path("/data/p.c"),))
     argv = tool.cmdline("/usr/bin/python3", q, Limits(wall_s=60), tmp_path)
     assert argv == ["/usr/bin/python3", "-m", "veribatch.verifiers.z3c", "/data/p.c", "--timeout", "59",
@@ -31,7 +31,7 @@ def test_cmdline_is_pinned(tmp_path: Path):
 
 
 def test_cmdline_rejects_what_it_cannot_check(tmp_path: Path):
-    tool = Z3Tool()
+    tool = EmbeddedZ3Tool()
     with pytest.raises(ValueError, match="property"):
         tool.cmdline("/py", Query((Path("a.c"),), property="dafny-verify"), Limits(10), tmp_path)
     with pytest.raises(ValueError, match="exactly one"):
@@ -39,7 +39,7 @@ def test_cmdline_rejects_what_it_cannot_check(tmp_path: Path):
 
 
 def test_version_comes_from_the_tool():
-    tool = Z3Tool()
+    tool = EmbeddedZ3Tool()
     v = tool.version(tool.executable())
     assert v.startswith("veribatch-z3c/") and "+z3-" in v
 
@@ -56,7 +56,7 @@ def _cli(tmp_path: Path, text: str, timeout: float = 20) -> str:
 
 
 def test_determine_result_on_real_cli_output(tmp_path: Path):
-    tool = Z3Tool()
+    tool = EmbeddedZ3Tool()
     out_true = _cli(tmp_path, SAFE)
     v = tool.determine_result(FinishedRun(0, None, out_true, "exit"))
     assert v.status is Status.TRUE and v.extras["proof"] in ("spacer", "complete-unrolling")
@@ -69,7 +69,7 @@ def test_determine_result_on_real_cli_output(tmp_path: Path):
 
 
 def test_determine_result_without_json_is_error():
-    tool = Z3Tool()
+    tool = EmbeddedZ3Tool()
     v = tool.determine_result(FinishedRun(1, None, "Traceback...\nMemoryError", "exit"))
     assert v.status is Status.ERROR and "MemoryError" in v.reason
     v = tool.determine_result(FinishedRun(0, None, json.dumps({"status": "MAYBE"}), "exit"))

@@ -6,7 +6,10 @@ status (also in ``launch verify --help``): 0 for an answer — TRUE, FALSE, UNKN
 TIMEOUT, OOM (read the status); 1 for ERROR: the tool ran but could not read the input (a parse error, the same
 rule for every verifier: `verifiers.result`) or crashed; 2 when the query could not be
 run at all: a missing file, an unknown tool or runtime, a tool that is not installed, a
-query the tool cannot express (e.g. two C files for uautomizer).
+query the tool cannot express (`UnsupportedQueryError`, e.g. two C files for uautomizer).
+
+Nothing here names a tool: the tools are the registry's, the default property and which
+files must be program text are the tool's declared facts (`verifiers.base.Tool`).
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from veribatch.verifiers.registry import verifier_names
+
 EXIT_CANNOT_RUN = 2
 EXIT_TOOL_ERROR = 1
-DEFAULT_PROPERTY = {"dafny": "dafny-verify", "judge": "judge"}
 
 out = Console()
 err = Console(stderr=True)
@@ -29,14 +33,15 @@ err = Console(stderr=True)
 
 def verify_cmd(
     files: Annotated[list[Path], typer.Argument(help="Program file(s); judge: PROGRAM INPUT [EXPECTED].")],
-    tool: Annotated[str, typer.Option("--tool", help="z3 | uautomizer | dafny | judge")] = "z3",
+    tool: Annotated[str, typer.Option("--tool", help=" | ".join(verifier_names()))] = "z3",
     timeout: Annotated[float, typer.Option("--timeout", help="Wall-time limit, seconds (not a "
                                            "CPU-time limit: see --cpu-limit).")] = 60.0,
     cpu_limit: Annotated[float | None, typer.Option("--cpu-limit", help="CPU-time limit, seconds "
                                                     "(default: none).")] = None,
     memory: Annotated[int, typer.Option("--memory", help="Memory limit, MB.")] = 4096,
-    prop: Annotated[str | None, typer.Option("--property", help="unreach-call (C), dafny-verify, "
-                                             "dafny-resolve (syntax only), judge.")] = None,
+    prop: Annotated[str | None, typer.Option("--property", help="The property to check (default: the "
+                                             "first the tool declares; another it does not "
+                                             "take exits 2 naming those it does).")] = None,
     data_model: Annotated[str, typer.Option("--data-model", help="ILP32 (32bit) or LP64.")] = "ILP32",
     runtime: Annotated[str, typer.Option("--runtime", help="native | apptainer")] = "native",
     image: Annotated[Path | None, typer.Option("--image", help="SIF image (apptainer).")] = None,
@@ -52,21 +57,21 @@ def verify_cmd(
     0: TRUE, FALSE, UNKNOWN, TIMEOUT, OOM (an answer: read the status);
     1: ERROR (the tool could not read the input, e.g. a parse error, or crashed);
     2: the query could not be run (missing file, unknown or missing tool)."""
-    from veribatch.verifiers.base import Query
-    from veribatch.verifiers.registry import UnknownToolError, get_verifier
+    from veribatch.verifiers.base import Query, UnsupportedQueryError
+    from veribatch.verifiers.registry import UnknownToolError, get_verifier, tool_class
     from veribatch.verifiers.result import Limits
 
     try:
         for f in files:
             if not f.is_file():
                 raise FileNotFoundError(f"no such file: {f}")
+        facts = tool_class(tool)
         # Programs are text: a binary (or mis-encoded) file is a wrong argument, not a verdict.
-        for f in files[:1] if tool == "judge" else files:
+        for f in files[:facts.text_files]:
             _check_text(f)
         verifier = get_verifier(tool, runtime=runtime, image=image, cache_dir=cache_dir)
         query = Query(files=tuple(f.resolve() for f in files),
-                      property=prop or DEFAULT_PROPERTY.get(tool, "unreach-call"),
-                      data_model=data_model)
+                      property=prop or facts.properties[0], data_model=data_model)
         # Without --log-dir the raw log lives only for this call: a temp folder per call would
         # pile up in /tmp (one per check, never removed).  A CPU cap only when asked for
         # (verifiers.result.Limits): a multi-threaded tool uses more CPU than wall time and must
@@ -74,7 +79,7 @@ def verify_cmd(
         with tempfile.TemporaryDirectory(prefix="veribatch-verify-") as tmp:
             logs = log_dir or Path(tmp)
             result = verifier.run(query, Limits(wall_s=timeout, cpu_s=cpu_limit, memory_mb=memory), logs)
-    except (UnknownToolError, FileNotFoundError, ValueError) as e:  # ToolNotFoundError included
+    except (UnknownToolError, FileNotFoundError, UnsupportedQueryError, ValueError) as e:  # ToolNotFoundError included
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         raise typer.Exit(EXIT_CANNOT_RUN) from None
     code = EXIT_TOOL_ERROR if result.status == "ERROR" else 0

@@ -26,6 +26,7 @@ from typing import Any
 
 from veribatch.tasks.base import Instance, RunConfig, Stage, Task, register
 from veribatch.tasks.cebench import data
+from veribatch.tasks.verifier import AcceptedVerifiers
 
 
 @register
@@ -33,7 +34,7 @@ class CEBenchTask(Task):
     name = "cebench"
     default_dataset = "sample"
     strategies = ("zero-shot", "one-shot", "cot")
-    verifiers = ("z3", "uautomizer")
+    verifiers = AcceptedVerifiers("unreach-call", "C", default="z3")
 
     def datasets(self) -> dict[str, str]:
         return dict(data.DESCRIPTIONS)
@@ -107,7 +108,7 @@ class CEBenchTask(Task):
                 raise ValueError("--strategy applies to evaluation runs (a built dataset with --model)")
             if config.verifier_version:
                 return config
-            from veribatch.tasks.cebench.stages import verifier_for
+            from veribatch.tasks.verifier import verifier_for
 
             return replace(config, verifier_version=verifier_for(config).version)
         if config.model is not None:

@@ -4,14 +4,15 @@ FALSE ⇒ GENUINE (the state is reached), TRUE ⇒ SPURIOUS (it is not), anythin
 timeout, unknown, out of memory, a crash — ⇒ UNKNOWN (kept in the build statistics,
 excluded from evaluation).
 
-A label is only as good as its evidence, so each carries it:
+A label is only as good as its evidence, so each carries it.  Which kind a tool gives is
+its declared fact (`verifiers.base.Tool.certified_verdicts`), not its name:
 
-* embedded ``z3``: a FALSE comes with the concrete input sequence that gcc replayed to
-  ``reach_error`` (``replayed-trace``); a TRUE with a proof the verifier re-checked
-  (``checked-proof:spacer``: its invariants, kept here so anyone can re-check them;
-  ``checked-proof:complete-unrolling``).  A verdict without that evidence is not
-  trusted: the label is UNKNOWN, with the reason.
-* other verifiers (UAutomizer): their verdict is trusted, as the paper assumes
+* a tool whose verdicts are certified (the embedded ``z3``): a FALSE comes with the
+  concrete input sequence that gcc replayed to ``reach_error`` (``replayed-trace``); a TRUE
+  with a proof the verifier re-checked (``checked-proof:spacer``: its invariants, kept
+  here so anyone can re-check them; ``checked-proof:complete-unrolling``).  A verdict
+  without that evidence is not trusted: the label is UNKNOWN, with the reason.
+* any other tool (UAutomizer): its verdict is trusted, as the paper assumes
   (``trusted-verdict:<tool>``).
 """
 
@@ -20,6 +21,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from veribatch.tasks.verifier import tool_facts
 
 GENUINE, SPURIOUS, UNKNOWN = "GENUINE", "SPURIOUS", "UNKNOWN"
 
@@ -37,15 +40,16 @@ def label_of(result: Any) -> Label:
     status = str(result.status)
     tool = result.tool
     extras = result.extras or {}
+    certified = status in ("TRUE", "FALSE") and tool_facts(tool).certified_verdicts
     if status == "FALSE":
-        if tool != "z3":
+        if not certified:
             return Label(GENUINE, f"trusted-verdict:{tool}", "{}")
         cex = extras.get("counterexample") or {}
         if isinstance(cex, dict) and cex.get("replay") is not None and cex.get("inputs") is not None:
             return Label(GENUINE, "replayed-trace", json.dumps(cex, sort_keys=True))
         return Label(UNKNOWN, "none", "{}", "FALSE without a replayed counterexample: not trusted")
     if status == "TRUE":
-        if tool != "z3":
+        if not certified:
             return Label(SPURIOUS, f"trusted-verdict:{tool}", "{}")
         proof = extras.get("proof")
         if proof and extras.get("proof_checked") is True:

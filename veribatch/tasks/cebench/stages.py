@@ -28,7 +28,6 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from veribatch.tasks.base import Instance, InstanceResult, Record, RunConfig, Stage, StageContext
@@ -40,6 +39,7 @@ from veribatch.tasks.cebench.counterexamples import (
     extremal_variables,
 )
 from veribatch.tasks.cebench.lam4inv import Candidate
+from veribatch.tasks.verifier import verifier_for
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +49,6 @@ ARM_MODEL = "model"
 
 def _safe(name: str) -> str:
     return name.replace("/", "__")
-
-
-def verifier_for(config: RunConfig) -> Any:
-    from veribatch.verifiers.registry import get_verifier
-
-    image = config.options.get("image") or None
-    return get_verifier(config.verifier, runtime=str(config.options.get("runtime", "native")),
-                        image=Path(image) if image else None)
 
 
 # ------------------------------------------------------------------ collect

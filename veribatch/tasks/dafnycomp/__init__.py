@@ -19,6 +19,7 @@ from typing import Any
 from veribatch.tasks.base import Instance, RunConfig, Stage, Task, register
 from veribatch.tasks.dafnycomp import data
 from veribatch.tasks.sampling import model_run_sampling, resolve_samples
+from veribatch.tasks.verifier import AcceptedVerifiers
 
 
 def _resolve(dataset: str) -> tuple[str, Path | None]:
@@ -31,7 +32,7 @@ def _resolve(dataset: str) -> tuple[str, Path | None]:
 @register
 class DafnyCompTask(Task):
     name = "dafnycomp"
-    verifiers = ("dafny",)
+    verifiers = AcceptedVerifiers("dafny-verify", "Dafny", default="dafny")
     default_dataset = "sample"
 
     def datasets(self) -> dict[str, str]:

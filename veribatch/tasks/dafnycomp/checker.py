@@ -30,6 +30,7 @@ from typing import Any
 
 from veribatch.tasks.base import RunConfig
 from veribatch.tasks.dafnycomp.failure_modes import OTHER, classify
+from veribatch.tasks.verifier import verifier_for
 
 RESOLVE_LIMIT_S = 120.0
 MAX_ERRORS_KEPT = 50
@@ -73,20 +74,12 @@ def check_paper_version(version: str, allow_other: bool) -> str | None:
     return "WARNING: " + msg
 
 
-def verifier_for(config: RunConfig, cache_dir: Path | None = None) -> Any:
-    from veribatch.verifiers.registry import get_verifier
-
-    image = str(config.options.get("image") or "")
-    return get_verifier("dafny", runtime=str(config.options.get("runtime", "native")),
-                        image=Path(image) if image else None, cache_dir=cache_dir)
-
-
 def dafny_version(config: RunConfig) -> tuple[str | None, str]:
     """(Dafny's version, "") when it can run here, else (None, why not)."""
     from veribatch.verifiers.base import ToolNotFoundError
 
     try:
-        return verifier_for(config).version, ""
+        return verifier_for(config, name="dafny").version, ""
     except (ToolNotFoundError, FileNotFoundError, ValueError, RuntimeError, OSError) as e:
         return None, str(e)
 

@@ -323,11 +323,12 @@ def verify_candidate(inst: Instance, crec: Record, ctx: StageContext, verifier: 
 
 
 def run_verify(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
-    from veribatch.tasks.dafnycomp.checker import verifier_for
+    from veribatch.tasks.verifier import verifier_for
 
     config = ctx.config
     cache = str(config.options.get("cache_dir") or "")
-    verifier = verifier_for(config, cache_dir=Path(cache) if cache else ctx.run_dir / "cache" / "dafny")
+    verifier = verifier_for(config, name="dafny",
+                            cache_dir=Path(cache) if cache else ctx.run_dir / "cache" / "dafny")
     checks = ctx.upstream("check")
     for inst in instances:
         crecs = sorted(checks.get(inst.id) or [], key=lambda r: (str(r.get("arm")), _index(r)))

@@ -16,6 +16,7 @@ from typing import Any
 from veribatch.tasks.base import DatasetError, Instance, RunConfig, Stage, Task, register
 from veribatch.tasks.invbench import data
 from veribatch.tasks.sampling import model_run_sampling, resolve_samples
+from veribatch.tasks.verifier import AcceptedVerifiers
 
 SPLIT_FOLDERS = {"Easy": "easy", "Hard": "hard", "Programs": "training"}
 
@@ -48,7 +49,7 @@ def _resolve(dataset: str) -> tuple[str, Path | None]:
 @register
 class InvBenchTask(Task):
     name = "invbench"
-    verifiers = ("z3", "uautomizer")
+    verifiers = AcceptedVerifiers("unreach-call", "C", default="z3")
     default_dataset = "sample"
 
     def datasets(self) -> dict[str, str]:
@@ -111,15 +112,15 @@ class InvBenchTask(Task):
             if value not in (None, "") and float(value) <= 0:
                 raise ValueError(f"{key}={value!r}: expected a positive number")
         if config.options.get("memory_mb") in (None, ""):
-            from veribatch.tasks.invbench.stages import memory_mb
+            from veribatch.tasks.verifier import query_memory_mb
 
             # resolved here, so the run id and the manifest carry the limit the queries get
-            config = replace(config, options={**config.options, "memory_mb": memory_mb(config)})
+            config = replace(config, options={**config.options, "memory_mb": query_memory_mb(config)})
         # InvBench: greedy for one sample, T=0.7 for Best-of-N (§5.6); recorded explicitly.
         config = resolve_samples(config)
         if config.verifier_version:
             return config
-        from veribatch.tasks.invbench.stages import verifier_for
+        from veribatch.tasks.verifier import verifier_for
 
         return replace(config, verifier_version=verifier_for(config).version)
 

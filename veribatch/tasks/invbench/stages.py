@@ -48,6 +48,7 @@ from veribatch.tasks.invbench.prompt import build_request, template_hash
 from veribatch.tasks.invbench.to_scope import to_scope
 from veribatch.tasks.invbench.validation import Valid, validate
 from veribatch.tasks.sampling import sampling_for
+from veribatch.tasks.verifier import query_cores, query_memory_mb, verifier_for
 from veribatch.verifiers.result import Status
 
 log = logging.getLogger(__name__)
@@ -61,18 +62,9 @@ ARM_VERIFIER = "verifier-invariant"
 ENGINE_ERROR = "engine error"
 
 
-MEMORY_MB = {"uautomizer": 16384}  # InvBench's harness allowed 16 GB; the easy split peaks at 3.5 GB
-DEFAULT_MEMORY_MB = 4096
-# Cores per query: UAutomizer (JVM threads + solver processes) uses 1.0-2.3x as much CPU as
-# wall time on the easy split (wonda's runlim data), so one core would slow it below the
-# times it is compared with.
-QUERY_CORES = {"uautomizer": 2}
-
-
-def memory_mb(config: RunConfig) -> int:
-    """The per-query memory limit: the option, else the verifier's default."""
-    given = config.options.get("memory_mb")
-    return int(given) if given not in (None, "") else MEMORY_MB.get(config.verifier, DEFAULT_MEMORY_MB)
+# Memory and cores per query are the verifier's declared facts (`Tool.memory_mb`: UAutomizer's
+# 16 GB of InvBench's harness; `Tool.query_cores`: 2 for UAutomizer's JVM and solvers), read
+# through `tasks.verifier`; `-o memory_mb` overrides the first.
 
 
 def _limits(config: RunConfig, wall_s: float) -> Any:
@@ -82,19 +74,7 @@ def _limits(config: RunConfig, wall_s: float) -> Any:
     from veribatch.verifiers.result import Limits
 
     cpu = config.options.get("cpu_limit_s")
-    return Limits(wall_s=wall_s, cpu_s=math.inf if cpu in (None, "") else float(cpu), memory_mb=memory_mb(config))
-
-
-def verifier_for(config: RunConfig) -> Any:
-    """The run's verifier (name, runtime and image from the config)."""
-    from veribatch.verifiers.registry import get_verifier
-
-    image = config.options.get("image") or None
-    return get_verifier(
-        config.verifier,
-        runtime=str(config.options.get("runtime", "native")),
-        image=Path(image) if image else None,
-    )
+    return Limits(wall_s=wall_s, cpu_s=math.inf if cpu in (None, "") else float(cpu), memory_mb=query_memory_mb(config))
 
 
 def _query(path: Path) -> Any:
@@ -149,7 +129,7 @@ def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
             "termination_reason": res.termination_reason,
             "reason": res.reason,
             "budget_s": budget,
-            "cpus_needed": QUERY_CORES.get(config.verifier, 1),
+            "cpus_needed": query_cores(config),
             "cpus_granted": granted,
             "expected_verdict": expected,
             "verdict_conflict": bool(res.status.decided and expected and str(res.status) != expected),
@@ -421,7 +401,7 @@ def verify_instance(
     # d_a ∥ d_b as the paper ran them needs a core set per query, as many as the baseline
     # had; with fewer (a laptop, the local executor's cap) the queries run one after the
     # other, each with all of them (see `decision._run_sequentially`) — said in the record
-    needed = 2 * len(runs) * QUERY_CORES.get(config.verifier, 1)
+    needed = 2 * len(runs) * query_cores(config)
     granted = granted_cpus()
     sequential = bool(runs) and granted < needed
     head.update(cpus_needed=needed, cpus_granted=granted,
@@ -492,8 +472,8 @@ def build_stages(config: RunConfig) -> list[Stage]:
     `baseline`, 2·N concurrent queries (d_a ∥ d_b per candidate) in `verify`."""
     budget = float(config.options.get("budget_s", 600.0))
     n = int(config.options.get("n_samples", 1)) if config.model else 1
-    query_gb = max(1, math.ceil(memory_mb(config) / 1024))
-    cores = QUERY_CORES.get(config.verifier, 1)
+    query_gb = max(1, math.ceil(query_memory_mb(config) / 1024))
+    cores = query_cores(config)
     stages = [Stage("baseline", "cpu", run_baseline, cpus_per_task=cores, mem_gb=query_gb,
                     seconds_per_instance=budget, verdict_column="status",
                     time_column="baseline_time_s", time_limit_column="budget_s")]

@@ -17,6 +17,7 @@ from typing import Any
 from veribatch.tasks.base import Instance, RunConfig, Stage, Task, register
 from veribatch.tasks.refute import data
 from veribatch.tasks.sampling import model_run_sampling, resolve_samples
+from veribatch.tasks.verifier import AcceptedVerifiers
 
 STRATEGIES = ("zero-shot", "few-shot", "oracle", "agentic", "agentic-few-shot", "randsearch",
               "randsearch-oracle")
@@ -45,7 +46,7 @@ class RefuteTask(Task):
     name = "refute"
     default_dataset = "sample"
     strategies = STRATEGIES
-    verifiers = ("judge",)
+    verifiers = AcceptedVerifiers("judge", "C++", default="judge")
 
     def datasets(self) -> dict[str, str]:
         return dict(data.DESCRIPTIONS)

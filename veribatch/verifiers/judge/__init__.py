@@ -7,6 +7,8 @@ Library first — REFUTE's stages call these thousands of times per RandSearch:
   `run_sandboxed` is the one entry point, reusable by any task that runs model code;
 - `seccomp`: the box's seccomp filter (keyring, memfd), assembled in classic BPF;
 - `scratch`: one temp parent per process, removed even after SIGKILL;
+- `toolchain`: where g++ and the Python for solutions are, and their versions (a leaf: the
+  sandbox binds their prefixes without depending on `compile`/`run`, which depend on it);
 - `compile`: C++ with the harness's flags, sandboxed, cached by content;
 - `run`: one program on one input under limits → a `ProgramRun` with a judge verdict;
 - `compare`: token-wise comparison (YES/NO case-insensitive);

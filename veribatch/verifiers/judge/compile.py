@@ -30,7 +30,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from veribatch.verifiers.base import ToolNotFoundError, read_version
 from veribatch.verifiers.judge import scratch
 from veribatch.verifiers.judge.sandbox import (
     BOX_SIZE_MB,
@@ -39,6 +38,7 @@ from veribatch.verifiers.judge.sandbox import (
     detect_sandbox,
     run_sandboxed,
 )
+from veribatch.verifiers.judge.toolchain import compiler, compiler_version
 from veribatch.verifiers.result import Limits
 
 CPP_FLAGS: tuple[str, ...] = ("-static", "-DONLINE_JUDGE", "-O2", "-std=c++23", "-march=x86-64",
@@ -67,29 +67,6 @@ class CacheStats:
 STATS = CacheStats()
 _STATS_LOCK = threading.Lock()
 _FAILED: dict[str, str] = {}  # key -> diagnostics: a source that failed is not recompiled
-
-
-def compiler_path(required: bool = True) -> str | None:
-    """g++ from $VERIBATCH_CXX or PATH (None when absent and not `required`)."""
-    env = os.environ.get("VERIBATCH_CXX")
-    if env:
-        return env
-    found = shutil.which("g++")
-    if not found and required:
-        raise ToolNotFoundError(f"g++ not found on PATH ({os.environ.get('PATH', '')}) "
-                                "and $VERIBATCH_CXX is not set")
-    return found
-
-
-def compiler() -> str:
-    path = compiler_path()
-    assert path is not None
-    return path
-
-
-@functools.cache
-def compiler_version(cxx: str) -> str:
-    return read_version([cxx, "--version"]).splitlines()[0].strip()
 
 
 def default_cache_dir() -> Path:

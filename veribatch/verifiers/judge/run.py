@@ -12,14 +12,12 @@ limit finally stopped it.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from veribatch.verifiers.base import ToolNotFoundError
 from veribatch.verifiers.judge import scratch
 from veribatch.verifiers.judge.compile import compile_cpp
 from veribatch.verifiers.judge.sandbox import (
@@ -29,6 +27,7 @@ from veribatch.verifiers.judge.sandbox import (
     memory_mechanism,
     run_sandboxed,
 )
+from veribatch.verifiers.judge.toolchain import judge_python
 from veribatch.verifiers.result import Limits
 
 OUTPUT_CAP = 32 * 2**20
@@ -76,24 +75,6 @@ class ProgramRun:
     sandbox: str = "bwrap"      # the sandbox kind it ran in (verifiers.judge.sandbox)
     unsafe: bool = False        # True: ran without isolation, on explicit request
     memory_limit_by: str = ""   # what enforced memory_mb, and what it did not count
-
-
-def judge_python(required: bool = True) -> str | None:
-    """The interpreter for Python solutions: $VERIBATCH_JUDGE_PYTHON, else the system python3.
-
-    The system one, not this venv's: the sandboxed user must be able to execute it,
-    and solutions must not see the toolkit's site-packages.
-    """
-    env = os.environ.get("VERIBATCH_JUDGE_PYTHON")
-    if env:
-        return env
-    for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if os.access(cand, os.X_OK):
-            return cand
-    found = shutil.which("python3")
-    if not found and required:
-        raise ToolNotFoundError("python3 not found in /usr/bin, /usr/local/bin or PATH")
-    return found
 
 
 def run_program(

@@ -64,6 +64,7 @@ from pathlib import Path
 
 from veribatch.verifiers import cgroup
 from veribatch.verifiers.judge import scratch, seccomp
+from veribatch.verifiers.judge.toolchain import compiler_path, judge_python
 from veribatch.verifiers.result import Limits
 from veribatch.verifiers.runner import Execution, LimitedProcess
 
@@ -223,9 +224,6 @@ def extra_binds() -> tuple[str, ...]:
     """Host paths outside /usr that programs need read-only: the compiler's and the
     interpreter's installation prefixes (environment modules put them in /opt, /sw...)
     and whatever $VERIBATCH_SANDBOX_BIND lists."""
-    from veribatch.verifiers.judge.compile import compiler_path
-    from veribatch.verifiers.judge.run import judge_python
-
     out: list[str] = []
     for tool in (compiler_path(required=False), judge_python(required=False)):
         if not tool:

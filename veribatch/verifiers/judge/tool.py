@@ -16,16 +16,32 @@ import json
 import sys
 from pathlib import Path
 
-from veribatch.verifiers.base import FinishedRun, Query, Tool, ToolVerdict, read_version
-from veribatch.verifiers.judge.compile import compiler, compiler_version
-from veribatch.verifiers.judge.run import judge_python
+from veribatch.verifiers.base import (
+    FinishedRun,
+    Query,
+    Tool,
+    ToolVerdict,
+    UnsupportedQueryError,
+    read_version,
+)
+from veribatch.verifiers.judge.toolchain import compiler, compiler_version, judge_python
 from veribatch.verifiers.result import Limits, Status
 
 MARKER = "VERIBATCH-JUDGE "
 
 
 class JudgeTool(Tool):
+    """One program run on one input in the judge's sandbox, its output compared."""
+
     name = "judge"
+    description = ("the REFUTE judge: one C++/Python program run on one input in the sandbox, "
+                   "its output compared with the expected one")
+    properties = ("judge",)
+    languages = ("C++", "Python")
+    memory_mb = 4096
+    query_cores = 1
+    certified_verdicts = False
+    text_files = 1  # the program; its input and expected output may be any bytes
     container_executable = "/usr/local/bin/python3"  # judge.def: PYTHONPATH=/opt/veribatch
     container_network = False  # untrusted programs: no network inside the image either
 
@@ -33,12 +49,16 @@ class JudgeTool(Tool):
         return sys.executable
 
     def version(self, executable: str) -> str:
+        """Not the executable's own: the compiler and interpreter that run the programs."""
         py = judge_python()
         return f"{compiler_version(compiler())}; {read_version([py, '--version']).strip()}"
 
     def cmdline(self, executable: str, query: Query, limits: Limits, workdir: Path) -> list[str]:
+        if query.property not in self.properties:
+            raise UnsupportedQueryError(f"judge: unsupported property {query.property!r}; "
+                                        f"known: {', '.join(self.properties)}")
         if len(query.files) not in (2, 3):
-            raise ValueError("judge query files: (program, input[, expected output])")
+            raise UnsupportedQueryError("judge query files: (program, input[, expected output])")
         argv = [executable, "-m", "veribatch.verifiers.judge", "--program", str(query.files[0]),
                 "--input", str(query.files[1])]
         if len(query.files) == 3:

@@ -5,7 +5,7 @@ verdict; 2 when the file cannot be read.  ``--member NAME`` runs a single
 portfolio member in this process (how a multi-threaded caller runs slices).
 
 `main(argv)` is also what the runner's fork server calls in a fork of its warm
-interpreter (`verifiers.z3.Z3Tool.warm_module`), after `warm_up` ran once there:
+interpreter (`verifiers.z3c.tool.EmbeddedZ3Tool.warm_module`), after `warm_up` ran once there:
 the same command line and output, without a fresh Python and z3 import per query.
 """
 

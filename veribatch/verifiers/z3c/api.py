@@ -2,7 +2,7 @@
 
 * `verify(text, timeout_s)` — a verdict as a `VerifierResult`.  By default the
   portfolio runs its members as killable subprocesses (the production path is
-  still the `Z3Tool` adapter under `verifiers.runner`'s limits); `in_process=True`
+  still the `EmbeddedZ3Tool` adapter under `verifiers.runner`'s limits); `in_process=True`
   runs them in this process, relying on Z3's own timeouts (fine for tests).
 * `extract_invariants(text, timeout_s)` — the loop invariants of a proof, as C
   expressions per loop label, each re-parsed and re-checked.

@@ -12,8 +12,17 @@ from pycparser import c_ast
 from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.cint import CType
 from veribatch.verifiers.z3c.floats import DOUBLE, FLOAT, FloatType
-from veribatch.verifiers.z3c.ir import State, Unsupported, Val, Var
-from veribatch.verifiers.z3c.memory import PtrType, base_of, is_ptr, mk_ptr
+from veribatch.verifiers.z3c.ir import (
+    BmcOnly,
+    PtrType,
+    State,
+    Unsupported,
+    Val,
+    Var,
+    base_of,
+    mk_ptr,
+)
+from veribatch.verifiers.z3c.memory import is_ptr
 
 # Builtins: nondet functions and their result types.
 _NONDET = {
@@ -134,8 +143,6 @@ class CallsMixin:
             # recursive activations, deeper calls cut (so only an unrolling that shows
             # them infeasible proves anything); Horn clauses would need a summary
             # predicate per function: BMC only.
-            from veribatch.verifiers.z3c.memory import BmcOnly
-
             if self.mode != "unroll":
                 raise BmcOnly(f"recursion ({fname}) unsupported", node)
             if self.call_stack.count(fname) > self.depth + 1:

@@ -115,7 +115,7 @@ def _print(e: z3.ExprRef, names: dict[int, str]) -> str:
     if not z3.is_app(e):
         raise NotExpressible(f"cannot print {e}")
     if e.decl().name() == "ptr" and all(z3.is_int_value(a) and a.as_long() == 0 for a in e.children()):
-        return "0"  # the memory model's NULL (`memory.null`)
+        return "0"  # the memory model's NULL (`ir.null`)
     k = e.decl().kind()
     args = [_print(a, names) for a in e.children()]
 

@@ -39,6 +39,7 @@ from veribatch.verifiers.z3c.control import ControlFlowMixin
 from veribatch.verifiers.z3c.expressions import ExpressionsMixin, _is_simple, uses_bitwise
 from veribatch.verifiers.z3c.floats import FloatsMixin, reads_floating_point
 from veribatch.verifiers.z3c.ir import (
+    BmcOnly,
     Clause,
     Encoding,
     ErrorPath,
@@ -50,7 +51,7 @@ from veribatch.verifiers.z3c.ir import (
     Val,
     Var,
 )
-from veribatch.verifiers.z3c.memory import BmcOnly, HeapNeeded, Layout, MemoryMixin, heap_env
+from veribatch.verifiers.z3c.memory import HeapNeeded, Layout, MemoryMixin, heap_env
 
 __all__ = [
     "BmcOnly", "Clause", "Encoder", "Encoding", "ErrorPath", "Mode", "Outcomes", "Pred", "State",

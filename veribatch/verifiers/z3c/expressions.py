@@ -13,8 +13,8 @@ from pycparser import c_ast
 from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.cint import CType
 from veribatch.verifiers.z3c.floats import is_float
-from veribatch.verifiers.z3c.ir import State, Unsupported, Val, Var
-from veribatch.verifiers.z3c.memory import base_of, is_ptr, mk_ptr
+from veribatch.verifiers.z3c.ir import BmcOnly, State, Unsupported, Val, Var, base_of, mk_ptr
+from veribatch.verifiers.z3c.memory import is_ptr
 
 
 class ExpressionsMixin:
@@ -374,8 +374,6 @@ class ExpressionsMixin:
         encoding it is `BmcOnly`, so such a program is proved only by a complete
         unrolling.
         """
-        from veribatch.verifiers.z3c.memory import BmcOnly
-
         if self.mode != "unroll":
             raise BmcOnly(f"bitwise {op} unsupported", node)
         w = t.width

@@ -29,7 +29,7 @@ from pycparser import c_ast
 
 from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.cint import CType
-from veribatch.verifiers.z3c.ir import State, Unsupported, Val
+from veribatch.verifiers.z3c.ir import BmcOnly, PtrType, State, Unsupported, Val
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,6 @@ class FloatsMixin:
     """Floating-point values and operations (part of `encode.Encoder`)."""
 
     def need_fp(self, construct: str, node: c_ast.Node | None) -> None:
-        from veribatch.verifiers.z3c.memory import BmcOnly
-
         if self.mode != "unroll":
             raise BmcOnly(construct, node)
 
@@ -126,8 +124,6 @@ class FloatsMixin:
             if (v.ctype.ebits, v.ctype.sbits) == (t.ebits, t.sbits):
                 return v.expr
             return z3.fpToFP(_RNE(), v.expr, t.sort())
-        from veribatch.verifiers.z3c.memory import PtrType
-
         if isinstance(v.ctype, PtrType):
             raise Unsupported("pointer to floating point conversion unsupported", node)
         # A fresh bit-vector b defined by bv2int(b) = x (linear; int2bv and the real

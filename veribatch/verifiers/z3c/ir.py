@@ -1,7 +1,10 @@
-"""The encoding's data: symbolic state, values, Horn clauses, error paths.
+"""The encoding's data: symbolic state, values and their types, Horn clauses, error paths.
 
-Shared by every construct module of the encoder (`control`, `expressions`, `memory`,
-`calls`) and by the consumers of an `Encoding` (`chc`, `engines`, `candidate`).
+The base of the encoder: every construct module (`control`, `expressions`, `memory`,
+`floats`, `calls`) and every consumer of an `Encoding` (`chc`, `engines`, `candidate`)
+builds on it, and it imports none of them.  So the names several construct modules share
+live here — the `Unsupported`/`BmcOnly` outcomes, the pointer type and the `Ptr` datatype
+with its NULL — rather than in the module that uses them most.
 """
 
 from __future__ import annotations
@@ -27,6 +30,18 @@ class Unsupported(Exception):
         self.construct = construct
         self.line = line
         super().__init__(f"{construct} (line {line})" if line else construct)
+
+
+class BmcOnly(Unsupported):
+    """A construct outside the Horn encoding, inside bounded model checking (floats, bit-wise
+    operators, recursion): the portfolio then runs BMC alone."""
+
+
+@dataclass(frozen=True)
+class PtrType(CType):
+    """A pointer to an integer type (`target` None: `void *`, only as `malloc`'s result)."""
+
+    target: CType | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,53 @@ class State:
         return State(self.preds, self.cond, env, self.nd)
 
 
+# (context, Ptr sort, heap sort, pointer-heap sort): the context itself is kept, so that
+# a new context (`engines.fresh_context`) is never mistaken for the old one by a reused id.
+_SORTS: list[tuple[z3.Context, z3.DatatypeSortRef, z3.ArraySortRef, z3.ArraySortRef]] = []
+
+
+def _sorts() -> tuple[z3.Context, z3.DatatypeSortRef, z3.ArraySortRef, z3.ArraySortRef]:
+    """`Ptr(base, off)` and the heap's array sorts over it, made once per z3 context."""
+    ctx = z3.main_ctx()
+    if not _SORTS or _SORTS[0][0] is not ctx:
+        dt = z3.Datatype("Ptr")
+        dt.declare("ptr", ("base", z3.IntSort()), ("off", z3.IntSort()))
+        sort = dt.create()
+        _SORTS[:] = [(
+            ctx, sort,
+            z3.ArraySort(z3.IntSort(), z3.ArraySort(z3.IntSort(), z3.IntSort())),
+            z3.ArraySort(z3.IntSort(), z3.ArraySort(z3.IntSort(), sort)),
+        )]
+    return _SORTS[0]
+
+
+def ptr_sort() -> z3.DatatypeSortRef:
+    """`Ptr(base, off)`: a pointer value (base 0 is NULL)."""
+    return _sorts()[1]
+
+
+def heap_sorts() -> tuple[z3.ArraySortRef, z3.ArraySortRef]:
+    """The sorts of ``$mem`` (base → offset → integer) and ``$pmem`` (base → offset → Ptr)."""
+    _, _, mem, pmem = _sorts()
+    return mem, pmem
+
+
+def mk_ptr(base: z3.ArithRef, off: z3.ArithRef) -> z3.DatatypeRef:
+    return ptr_sort().ptr(base, off)
+
+
+def base_of(p: z3.ExprRef) -> z3.ArithRef:
+    return ptr_sort().base(p)
+
+
+def off_of(p: z3.ExprRef) -> z3.ArithRef:
+    return ptr_sort().off(p)
+
+
+def null() -> z3.DatatypeRef:
+    return mk_ptr(z3.IntVal(0), z3.IntVal(0))
+
+
 @dataclass
 class Val:
     expr: z3.ExprRef  # ArithRef, or BoolRef for 0/1 results of comparisons
@@ -90,9 +152,7 @@ class Val:
             return self.expr  # type: ignore[return-value]
         if z3.is_fp(self.expr):  # NaN is true, +0 and -0 false
             return z3.Not(z3.fpIsZero(self.expr))
-        if not z3.is_arith(self.expr):  # a pointer (`memory.Ptr`): true unless NULL
-            from veribatch.verifiers.z3c.memory import null
-
+        if not z3.is_arith(self.expr):  # a pointer (`Ptr`): true unless NULL
             return self.expr != null()
         return self.expr != 0
 

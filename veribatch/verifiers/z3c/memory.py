@@ -56,11 +56,20 @@ from pycparser import c_ast
 from veribatch.verifiers.z3c import cint
 from veribatch.verifiers.z3c.cint import CType
 from veribatch.verifiers.z3c.floats import FloatType, float_from_specifiers, is_float
-from veribatch.verifiers.z3c.ir import State, Unsupported, Val, Var
-
-
-class BmcOnly(Unsupported):
-    """A construct outside the Horn encoding, inside bounded model checking (floats)."""
+from veribatch.verifiers.z3c.ir import (
+    BmcOnly,
+    PtrType,
+    State,
+    Unsupported,
+    Val,
+    Var,
+    base_of,
+    heap_sorts,
+    mk_ptr,
+    null,
+    off_of,
+    ptr_sort,
+)
 
 
 class HeapNeeded(BmcOnly):
@@ -69,13 +78,6 @@ class HeapNeeded(BmcOnly):
 
 
 HEAP_KEYS = ("$mem", "$pmem", "$size", "$next")
-
-
-@dataclass(frozen=True)
-class PtrType(CType):
-    """A pointer to an integer type (`target` None: `void *`, only as `malloc`'s result)."""
-
-    target: CType | None = None
 
 
 @dataclass(frozen=True)
@@ -112,53 +114,16 @@ class MemLoc:
     ctype: CType
 
 
-# (context, Ptr sort, heap sort, pointer-heap sort): the context itself is kept, so that
-# a new context (`engines.fresh_context`) is never mistaken for the old one by a reused id.
-_SORTS: list[tuple[z3.Context, z3.DatatypeSortRef, z3.ArraySortRef, z3.ArraySortRef]] = []
-
-
-def ptr_sort() -> z3.DatatypeSortRef:
-    """`Ptr(base, off)`, made once per z3 context."""
-    ctx = z3.main_ctx()
-    if not _SORTS or _SORTS[0][0] is not ctx:
-        dt = z3.Datatype("Ptr")
-        dt.declare("ptr", ("base", z3.IntSort()), ("off", z3.IntSort()))
-        sort = dt.create()
-        _SORTS[:] = [(
-            ctx, sort,
-            z3.ArraySort(z3.IntSort(), z3.ArraySort(z3.IntSort(), z3.IntSort())),
-            z3.ArraySort(z3.IntSort(), z3.ArraySort(z3.IntSort(), sort)),
-        )]
-    return _SORTS[0][1]
-
-
 def is_ptr(v: Val) -> bool:
     return isinstance(v.ctype, PtrType)
 
 
-def mk_ptr(base: z3.ArithRef, off: z3.ArithRef) -> z3.DatatypeRef:
-    return ptr_sort().ptr(base, off)
-
-
-def base_of(p: z3.ExprRef) -> z3.ArithRef:
-    return ptr_sort().base(p)
-
-
-def off_of(p: z3.ExprRef) -> z3.ArithRef:
-    return ptr_sort().off(p)
-
-
-def null() -> z3.DatatypeRef:
-    return mk_ptr(z3.IntVal(0), z3.IntVal(0))
-
-
 def heap_env() -> dict[str, z3.ExprRef]:
     """The initial heap: no object, unconstrained contents."""
-    ptr_sort()
-    mem_sort = _SORTS[0][2]
+    mem_sort, pmem_sort = heap_sorts()
     return {
         "$mem": z3.Const("$mem!init", mem_sort),
-        "$pmem": z3.Const("$pmem!init", _SORTS[0][3]),
+        "$pmem": z3.Const("$pmem!init", pmem_sort),
         "$size": z3.K(z3.IntSort(), z3.IntVal(0)),
         "$next": z3.IntVal(1),
     }

@@ -235,7 +235,7 @@ def check_supported(text: str, data_model: str, filename: str) -> Outcome | None
 def _support(text: str, data_model: str, filename: str) -> tuple[Outcome | None, str | None]:
     """(UNKNOWN naming the construct outside the subset or None, why only BMC applies or None).
 
-    A floating-point construct (`memory.BmcOnly`) is outside the Horn encoding but inside
+    A floating-point construct (`ir.BmcOnly`) is outside the Horn encoding but inside
     the bounded unrolling: such a program is checked by the `bmc` member alone.
     """
     try:

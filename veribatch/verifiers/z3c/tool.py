@@ -1,4 +1,8 @@
-"""The embedded Z3 verifier for C (`verifiers.z3c`) as a tool adapter, name ``z3``.
+"""The embedded C verifier (this package, `verifiers.z3c`) as a tool adapter, registry name ``z3``.
+
+The name ``z3`` is the user-visible one (``--verifier z3``, ``--tool z3``, every run id and
+record); the code calls it what it is.  The adapter lives with the verifier it adapts, so
+the package is one unit: the verifier, its command line (``__main__``) and its adapter.
 
 It runs wherever veribatch is installed: the executable is this Python, the
 command ``python -m veribatch.verifiers.z3c FILE --timeout S --data-model M --json``.
@@ -23,7 +27,7 @@ from veribatch.verifiers.base import (
     Tool,
     ToolNotFoundError,
     ToolVerdict,
-    read_version,
+    UnsupportedQueryError,
 )
 from veribatch.verifiers.result import Limits, Status
 
@@ -32,8 +36,17 @@ DATA_MODELS = ("ILP32", "LP64")
 SAFETY_MARGIN_S = 1.0  # left between the tool's own budget and the hard limit
 
 
-class Z3Tool(Tool):
+class EmbeddedZ3Tool(Tool):
+    """The embedded C verifier: Horn clauses + Spacer portfolio and BMC on z3, in-process."""
+
     name = "z3"
+    description = ("z3 — the embedded C verifier (package z3c): Horn clauses + Spacer and BMC on "
+                   "z3, FALSE replayed with gcc, TRUE from a re-checked proof")
+    properties = ("unreach-call",)
+    languages = ("C",)
+    memory_mb = 4096
+    query_cores = 1
+    certified_verdicts = True  # FALSE: a gcc-replayed trace; TRUE: a re-checked proof (or UNKNOWN)
     container_executable = None  # pure Python + z3-solver: runs natively everywhere
     version_args = ("-m", MODULE, "--version")
     warm_module = MODULE  # forked from the runner's warm fork server (no start-up per query)
@@ -45,17 +58,15 @@ class Z3Tool(Tool):
             )
         return sys.executable
 
-    def version(self, executable: str) -> str:
-        return self.parse_version(read_version([executable, *self.version_args]))
-
     def cmdline(self, executable: str, query: Query, limits: Limits, workdir: Path) -> list[str]:
-        if query.property != "unreach-call":
-            raise ValueError(f"z3: unsupported property {query.property!r}; known: unreach-call")
+        if query.property not in self.properties:
+            raise UnsupportedQueryError(f"z3: unsupported property {query.property!r}; "
+                                        f"known: {', '.join(self.properties)}")
         if len(query.files) != 1:
-            raise ValueError(f"z3 verifies exactly one C file, got {len(query.files)}")
+            raise UnsupportedQueryError(f"z3 verifies exactly one C file, got {len(query.files)}")
         if query.data_model not in DATA_MODELS:
-            raise ValueError(f"z3: unknown data model {query.data_model!r}; "
-                             f"known: {', '.join(DATA_MODELS)}")
+            raise UnsupportedQueryError(f"z3: unknown data model {query.data_model!r}; "
+                                        f"known: {', '.join(DATA_MODELS)}")
         budget = min(limits.wall_s, limits.cpu_cap)
         budget = max(0.5, budget - SAFETY_MARGIN_S)
         return [
