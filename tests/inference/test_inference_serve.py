@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from veribatch.inference import MissingExtraError, open_engine
+from veribatch.inference.endpoint import registered_client
 from veribatch.inference.ray_cluster import ephemeral_range
 from veribatch.inference.serve_http import EngineServer
 from veribatch.inference.serve_job import (
@@ -23,7 +24,6 @@ from veribatch.inference.serve_job import (
     ServeJob,
     job_port,
     node_address,
-    registered_client,
     resolve_backend,
     vllm_serve_command,
     wait_for_endpoint,

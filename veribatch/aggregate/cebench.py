@@ -2,7 +2,8 @@
 
 Build runs (stages collect, label):
 
-- the built dataset is written to ``RUN/dataset/`` (`tasks.cebench.dataset`: parquet + card);
+- the built dataset is written to ``RUN/dataset/`` (`cebench_dataset`: parquet, `cebench_card`:
+  the card);
 - ``cebench_fig2_categories``: counts per category × label, decision rate, the paper's beside;
 - ``cebench_fig3_per_program``: counterexamples per program (labelled set);
 - ``cebench_table1_extremal``: extremal-value usage of UNSAT_Pre states, KNOWN vs UNKNOWN;
@@ -31,10 +32,11 @@ from typing import Any
 
 import pandas as pd
 
+from veribatch.aggregate import cebench_dataset
+from veribatch.aggregate.cebench_card import PAPER_NAMES, card_markdown, make_card
 from veribatch.aggregate.table import Metric, Table
 
 CATEGORIES = ("SAT_Pre", "UNSAT_Pre", "Inductive")  # the paper's table order
-PAPER_NAMES = {"Inductive": "Inductive_CEs", "UNSAT_Pre": "OMT_UNSAT_Pre_CEs", "SAT_Pre": "OMT_SAT_Pre_CEs"}
 REFERENCE_ARMS = ("verifier", "always-GENUINE", "always-SPURIOUS")
 
 
@@ -143,9 +145,6 @@ def dataset_rows(collect: pd.DataFrame, label: pd.DataFrame) -> tuple[list[dict[
 def build_dataset(run_dir: Path, manifest: dict[str, Any],
                   stages: dict[str, pd.DataFrame]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Write ``RUN/dataset/`` from the build's records; returns the card and the rows."""
-    from veribatch.tasks.cebench import dataset as ds
-    from veribatch.tasks.cebench.card import card_markdown, make_card
-
     config = manifest.get("config") or {}
     collect, label = stages.get("collect", pd.DataFrame()), stages.get("label", pd.DataFrame())
     rows, programs = dataset_rows(collect, label)
@@ -165,7 +164,7 @@ def build_dataset(run_dir: Path, manifest: dict[str, Any],
         "complete": not missing, "missing_programs": len(missing),
     }
     card = make_card(rows, programs, meta)
-    ds.write(run_dir / "dataset", rows, card, card_markdown(card))
+    cebench_dataset.write(run_dir / "dataset", rows, card, card_markdown(card))
     return card, rows
 
 

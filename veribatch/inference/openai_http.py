@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from veribatch.inference.common import error_completions, messages_json
+from veribatch.inference.endpoint import auth_headers, read_endpoint
 from veribatch.inference.errors import EngineError
 from veribatch.inference.types import Completion, Engine, Request
 
@@ -51,8 +52,6 @@ class OpenAIEngine(Engine):
         if not base_url and not serve_dir and not os.environ.get("OPENAI_BASE_URL"):
             serve_dir = os.environ.get("VERIBATCH_SERVE_DIR") or None
         if serve_dir and not base_url:  # a `launch serve` directory: read its endpoint file
-            from veribatch.inference.serve_job import read_endpoint
-
             ep = read_endpoint(Path(serve_dir))
             if not ep:
                 raise EngineError(f"openai: {serve_dir} has no endpoint.json; is the serve job up?")
@@ -120,8 +119,6 @@ class OpenAIEngine(Engine):
 
     def _headers(self) -> dict[str, str]:
         if self.serve_dir is not None:
-            from veribatch.inference.serve_job import auth_headers
-
             return auth_headers(self.serve_dir)
         key = os.environ.get(self.api_key_env)
         return {"Authorization": f"Bearer {key}"} if key else {}

@@ -30,11 +30,10 @@ import socket
 import sys
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from veribatch.inference.errors import EngineError, require_extra
-from veribatch.inference.registry import parse_spec
 from veribatch.inference.types import Completion, Engine, Request
 
 GCS_CHECK_S = 5.0  # this often (and when a replica dies): is the head's GCS still there?
@@ -53,10 +52,8 @@ def gcs_reachable(address: str, timeout_s: float = 2.0) -> bool:
 class _EngineActor:
     """Body of the Ray actor: opens the engine inside the actor's process."""
 
-    def __init__(self, spec: str, options: dict[str, Any]) -> None:
-        from veribatch.inference.registry import open_engine
-
-        self.engine = open_engine(spec, **options)
+    def __init__(self, factory: Callable[..., Engine], name: str, options: dict[str, Any]) -> None:
+        self.engine = factory(name, **options)
 
     def info(self) -> dict[str, str]:
         import socket
@@ -81,10 +78,16 @@ def replica_bundles(tp: int, pp: int, cpus: float, gpus: float) -> tuple[list[di
 
 
 class RayEnginePool(Engine):
+    """`replicas` copies of the engine `factory(name, **engine_options)` opens, where `spec`
+    is ``KIND:NAME`` (the registry has checked it and hands in KIND's factory: the pool
+    replicates whatever it is given and knows no engine by name beyond vLLM's parallel
+    options)."""
+
     def __init__(
         self,
         spec: str,
         *,
+        factory: Callable[..., Engine],
         replicas: int = 1,
         tp: int = 1,
         pp: int = 1,
@@ -99,7 +102,7 @@ class RayEnginePool(Engine):
         from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        kind, name = parse_spec(spec)
+        kind, _, name = spec.partition(":")
         self._ray = ray
         self._remove_pg = remove_placement_group
         self.engine, self.model, self.spec = kind, name, spec
@@ -143,7 +146,7 @@ class RayEnginePool(Engine):
                     placement_group_bundle_index=0,
                     placement_group_capture_child_tasks=True,
                 ),
-            ).remote(spec, engine_options)
+            ).remote(factory, name, engine_options)
             for pg in self.placement_groups
         ]
         try:

@@ -180,7 +180,7 @@ def _open(spec: str, **options: Any) -> Engine:
             raise EngineError(f"replicas= is for {', '.join(POOLABLE)} engines, not {kind}:")
         from veribatch.inference.ray_pool import RayEnginePool
 
-        engine: Engine = RayEnginePool(spec, replicas=replicas, **options)
+        engine: Engine = RayEnginePool(spec, factory=ENGINES[kind], replicas=replicas, **options)
     else:
         engine = ENGINES[kind](name, **options)
     return engine

@@ -1,7 +1,8 @@
 """The process a `launch serve` job runs: serve a model, publish where, keep a pulse, stop cleanly.
 
 Clients (other runs, agents, a notebook) find the server through files in the serve
-directory — never by guessing a node or port:
+directory — never by guessing a node or port (what a client reads, and how it registers,
+is `inference.endpoint`):
 
     serve.json        what was asked (model, backend, tp, nodes; written by `launch serve`)
     endpoint.json     written once the server answers /health: url, host, port, pid, model
@@ -49,21 +50,20 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 
-ENDPOINT = "endpoint.json"
+from veribatch.inference.endpoint import CLIENTS, ENDPOINT, read_endpoint
+
 HEARTBEAT = "heartbeat.json"
-CLIENTS = "clients"
 STOP = "STOP"
 EXIT = "exit.json"
 HOST_ENV = "VERIBATCH_SERVE_HOST"
 ALLOW_ANY_ENV = "VERIBATCH_SERVE_ALLOW_ANY"
-TOKEN_HEADER = "Authorization"
 
 
 def _atomic_json(path: Path, obj: Any, mode: int = 0o644) -> None:
@@ -128,12 +128,6 @@ def bind_address(host: str, allow_any: bool = False) -> str:
     return addr
 
 
-def auth_headers(serve_dir: Path) -> dict[str, str]:
-    """The header a client of the serve job must send (empty when it has no token)."""
-    ep = read_endpoint(serve_dir) or {}
-    return {TOKEN_HEADER: f"Bearer {ep['token']}"} if ep.get("token") else {}
-
-
 def resolve_backend(spec: str, backend: str = "auto") -> tuple[str, str]:
     """(backend, engine spec).  A bare model name means vLLM when available, else `hf:`."""
     kind, sep, name = spec.partition(":")
@@ -173,13 +167,6 @@ def vllm_serve_command(model: str, *, host: str, port: int, tp: int = 1, nodes: 
     return argv + list(extra)
 
 
-def read_endpoint(serve_dir: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((Path(serve_dir) / ENDPOINT).read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def wait_for_endpoint(serve_dir: Path, timeout_s: float = 600.0, proc: subprocess.Popen | None = None
                       ) -> dict[str, Any]:
     """Poll for endpoint.json and a healthy /health; raise if the job died or time ran out."""
@@ -197,27 +184,6 @@ def wait_for_endpoint(serve_dir: Path, timeout_s: float = 600.0, proc: subproces
             raise RuntimeError(f"serve process exited with {proc.returncode}; see {serve_dir}/serve.log")
         time.sleep(0.2)
     raise TimeoutError(f"no healthy endpoint in {serve_dir} after {timeout_s:g} s")
-
-
-@contextlib.contextmanager
-def registered_client(serve_dir: Path, name: str) -> Iterator[str]:
-    """Register as a client of the serve job for the duration; yields the endpoint URL.
-
-    On exit the registration is renamed ``*.done`` rather than deleted, so the server
-    knows a client came and went even if both happened between two heartbeats.
-    """
-    ep = read_endpoint(serve_dir)
-    if not ep:
-        raise RuntimeError(f"{serve_dir}: no endpoint.json (server not ready or stopped)")
-    d = Path(serve_dir) / CLIENTS
-    d.mkdir(exist_ok=True)
-    mark = d / f"{name}.{socket.gethostname()}.{os.getpid()}"
-    mark.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}))
-    try:
-        yield ep["url"]
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            mark.rename(mark.with_name(mark.name + ".done"))
 
 
 def client_states(serve_dir: Path) -> tuple[int, int]:

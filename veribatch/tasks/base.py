@@ -1,25 +1,64 @@
-"""The contract between a benchmark task and the run machinery in `launch/`.
+"""The contract between a benchmark task and the run machinery: where a benchmark plugs in.
 
-A task knows its data, its stages and how to turn one instance into records; it
-knows nothing about shards, ledgers, SLURM or resumption.  `launch/` knows
-nothing about any benchmark.  Everything that crosses that line is defined here,
-so a reader can see the whole extension point on one page:
+A task knows its data, its stages and how to turn one instance into records; it knows
+nothing about shards, ledgers, SLURM or resumption.  `launch/` knows nothing about any
+benchmark.  Everything that crosses that line is defined in this module, so the whole
+extension point is on one page (docs/adding-a-benchmark.md walks through writing a task).
 
-1. `Task.load(dataset, limit)` returns `Instance`s with stable ids.
-2. `Task.stages(config)` lists the `Stage`s of a run, in dependency order.
-3. For every (stage, shard), `launch/` calls `stage.run(instances, ctx)` with the
-   instances of that shard *not yet recorded* in the shard's ledger.  `run`
-   yields one `InstanceResult` per instance, as soon as it is done; `launch/`
-   appends it to the ledger before asking for the next, so a killed shard loses
-   at most the instance in flight.
-4. A task must turn every per-instance failure it can foresee (unparsable model
-   answer, verifier crash, timeout) into records carrying a status.  An
-   exception escaping `run` means the *shard* failed (infrastructure), and the
-   shard is retried by `launch resume`; it is never recorded as a verdict.
+A task is one package ``veribatch/tasks/<name>/`` whose ``__init__.py`` defines a `Task`
+subclass decorated with `register`; that alone makes it ``launch <name>``, with every
+generic option, executor, ``status``/``resume``/``regress``/``report``.  Its tables are
+``veribatch/aggregate/<name>.py: build_tables`` (aggregation reads files only, so that
+module imports nothing of the task).
 
-Records are flat dicts of JSON-able scalars (str, int, float, bool, None); nested
-values must be JSON-encoded strings so every stage's records fit one parquet
-schema.  `launch/` adds `instance_id`, `stage` and `shard` columns itself.
+What `launch` calls, in this order:
+
+1. `Task.datasets`, `Task.default_options`, `Task.default_sampling(model)` — to parse the
+   command line: ``--dataset`` must be a known name (or a path), every ``-o key=value``
+   must be a key of `default_options` (its value is coerced to the default's type).
+2. `Task.dataset_hash(dataset)`, then `Task.resolve_config(config)` — once, at plan time:
+   fill in what only the task knows (a verifier's version, resolved limits) and refuse an
+   impossible combination with `ValueError` (exit 2, nothing written).
+3. `Task.versions(config)` — stored in `RunConfig.versions`; the run id is then taken from
+   the config (`RunConfig.identity`).
+4. `Task.load(dataset, limit)` — once, at plan time (``--sample`` draws from what it
+   returns; ids must be unique).  The instances are written into the run directory
+   (``instances.jsonl``) and every worker reads them back from there, so an `Instance`'s
+   payload and meta must be JSON values, and `load` is not called again for the run.
+5. `Task.stages(config)`, `Task.unmet_requirements(config)` — at plan time and again in
+   every worker, from the config in the run's manifest: `stages` must be a function of
+   the config alone (a stage gets nothing else that was set at plan time).
+6. For every (stage, shard), in the order of `needs`: ``stage.run(instances, ctx)`` with
+   the instances of that shard *not yet recorded* in the shard's ledger — a resumed shard
+   gets only what is missing.  `run` yields one `InstanceResult` per instance, as soon as
+   it is done; `launch/` appends it to the ledger before asking for the next, so a killed
+   shard loses at most the instance in flight.  ``ctx.upstream(stage)`` returns the records
+   of a stage named in `needs` for this shard (as the parquet file holds them: a column
+   another record of that stage had reads as None).
+7. When every shard is done, the aggregate step: ``build_tables`` of
+   ``veribatch/aggregate/<task>.py`` on the run's records; `launch regress`, `nightly`
+   and `report` compare runs by what `Stage` and `aggregate.table.Table` declare, and never
+   name a task.
+
+What a task must keep true:
+
+- Every per-instance failure it can foresee (unparsable model answer, verifier crash,
+  timeout, an upstream record missing) is a record carrying a status.  An exception
+  escaping `run` means the *shard* failed (infrastructure): it is retried by `launch
+  resume` and never recorded as a verdict.
+- Records are flat dicts of JSON scalars (str, int, float, bool, None); nested values are
+  JSON-encoded strings, so every stage's records fit one parquet schema.  A column keeps
+  one type across records.  `launch/` adds ``instance_id``, ``stage`` and ``shard`` itself
+  (a record may not set ``stage`` or ``shard``, nor another instance's id).
+- Without ``--model`` a task runs its reference arms (a verifier's own answer, a trivial
+  baseline), labelled as what they are — never presented as model output.
+- The model's stage is the shared one (`tasks.generate.Generate`): a task says what to ask
+  per instance and which columns each answer's record gets; the loop, the batching, the
+  completion cache and the common columns are not written again.
+- A change to what turns inputs into results (a prompt template, a parser, an encoding)
+  shows in `versions`, so it makes a new run id instead of mixing old and new answers.
+
+`tests/tasks/test_task_conformance.py` checks every registered task against this contract.
 """
 
 from __future__ import annotations
@@ -159,10 +198,14 @@ StageFn = Callable[[list[Instance], StageContext], Iterator[InstanceResult]]
 
 @dataclass(frozen=True)
 class Stage:
-    """One step of a run.  Shard k of a stage reads shard k of every stage in `needs`.
+    """One step of a run.  Shard k of a stage reads shard k of every stage in `needs`, which
+    must come earlier in `Task.stages`.
 
     On SLURM this becomes one job array on the `resource` partition, depending
-    element-wise (``aftercorr``) on the arrays of `needs`.
+    element-wise (``aftercorr``) on the arrays of `needs`; locally, one worker process per
+    shard.  `cpus_per_task`, `gpus_per_task` and `mem_gb` are floors (a SLURM profile may
+    raise them); `seconds_per_instance` sizes time limits.  The names ``aggregate`` (added
+    by `launch/`) and repeated names are refused.
     """
 
     name: str
@@ -175,7 +218,9 @@ class Stage:
     # Wall-time estimate for one instance, used to size SLURM time limits.
     seconds_per_instance: float = 60.0
     # What `launch regress` compares per instance between two runs; a task declares it here so
-    # the comparison needs to know no task by name.  None: the stage has no such column.
+    # the comparison needs to know no task by name.  None: the stage has no such column (every
+    # task's stages declare a verdict column: a stage without one is invisible to regress, and
+    # the conformance test refuses it).
     verdict_column: str | None = None      # record column holding the verdict / status
     time_column: str | None = None         # record column: seconds the record's work took
     time_limit_column: str | None = None   # record column: the limit that time ran under
@@ -188,7 +233,12 @@ class Stage:
 
 
 class Task(ABC):
-    """A benchmark family.  Subclasses are registered with `register` and found by name."""
+    """A benchmark family.  Subclasses are registered with `register` and found by name.
+
+    A subclass must define `name`, `default_dataset` (one of `datasets()`), `datasets`,
+    `load`, `dataset_hash` and `stages`; everything else has a default that fits a task
+    without options, sampling defaults or versioned templates (`launch` calls them in the
+    order the module docstring gives)."""
 
     name: ClassVar[str]
     default_dataset: ClassVar[str]

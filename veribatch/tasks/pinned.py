@@ -8,6 +8,13 @@ whole or not at all (a ``.verified`` marker says it passed), and a clear error w
 offline that points at the local alternatives.  They live here once; a task supplies the
 URL template, its pins, what to check beyond them and its own offline hint.
 
+A task declares its origin once, as an `Origin` in its ``upstream`` module (the cache
+folder's name and the pin file; the repository and revision are in the pin file), and
+keeps there only what is its own: the URL, the checks beyond the pinned checksums, the
+offline hint.  Reading the pins, the cache folder and the fetch-verify-install-once
+sequence are `Origin`'s, whatever the files come from (a repository archive, single
+raw files, the Hugging Face hub).
+
 Pins (a task's ``upstream_checksums.json``; `verify_tree` checks the two keys below, a
 task may check more of its own)::
 
@@ -26,6 +33,7 @@ import shutil
 import tarfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -143,31 +151,72 @@ def install(src: Path, target: Path, marker: dict[str, Any]) -> Path:
     return target
 
 
-def fetch(pins: dict[str, Any], *, name: str, url: str = GITHUB_ARCHIVE, offline_hint: str = "",
-          timeout_s: float = 60.0, title: str | None = None, folder: str | None = None,
-          verify: Callable[[Path], list[str] | None] | None = None) -> Path:
-    """The repository root (or its `folder`) at the pinned revision, downloaded and verified
-    once, then cached under ``$VERIBATCH_CACHE/<name>/<revision>``.
+@dataclass(frozen=True)
+class Origin:
+    """Where a task's data comes from at a pinned revision: the pin file, and the cache folder
+    ``$VERIBATCH_CACHE/<name>/<revision>`` the verified copy lives in.
 
-    `url` is formatted with ``repository`` and ``revision``; `title` names the data set in
-    the offline error (default `name`); `verify(root)` replaces `verify_tree` and returns
-    the files it could not check (recorded in the marker; the task says why they are
-    acceptable)."""
-    revision = pins["revision"]
-    target = cache_root() / name / revision
-    if (target / VERIFIED).is_file():
+    `env` names an environment variable that may point at another pin file (a test's, or a
+    new pin being tried); `what` names the pin file in errors."""
+
+    name: str
+    pin_file: Path
+    env: str | None = None
+    what: str = "the pinned checksums"
+
+    def path(self) -> Path:
+        """The pin file in use: `env`'s when it is set, else the task's own."""
+        return Path(os.environ[self.env]) if self.env and os.environ.get(self.env) else self.pin_file
+
+    def pins(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self.path().read_text()))
+        except (OSError, json.JSONDecodeError) as e:
+            raise DatasetError(f"{self.path()}: cannot read {self.what}: {e}") from e
+
+    def cache_dir(self, revision: str | None = None) -> Path:
+        """The verified copy's folder (the pinned revision's unless another is named)."""
+        return cache_root() / self.name / (revision or str(self.pins()["revision"]))
+
+    def once(self, fill: Callable[[Path], tuple[Path, dict[str, Any]]], revision: str | None = None) -> Path:
+        """The verified copy of `revision` (default: the pinned one), made on first use.
+
+        `fill(staging)` downloads and checks the files into the empty folder `staging` and
+        returns (the folder to keep, the ``.verified`` marker's content); anything it
+        raises leaves no cache behind (`staging`, `install`)."""
+        target = self.cache_dir(revision)
+        if (target / VERIFIED).is_file():
+            return target
+        with staging(target) as tmp:
+            root, marker = fill(tmp)
+            install(root, target, marker)
         return target
-    address = url.format(repository=pins.get("repository", ""), revision=revision)
-    with staging(target) as tmp:
-        archive = tmp / "archive.tar.gz"
-        download(address, archive, what=title or name, offline_hint=offline_hint, timeout_s=timeout_s)
-        root = extract(archive, tmp / "x", folder)
-        if verify is None:
-            verify_tree(root, pins)
-            unverified = None
-        else:
-            unverified = verify(root)
-        install(root, target, {"repository": pins.get("repository"), "revision": revision,
-                               "unverified": unverified or []})
-    log.info("%s: fetched and verified %s at %s", name, pins.get("repository"), revision)
-    return target
+
+    def fetch_archive(self, url: str = GITHUB_ARCHIVE, *, offline_hint: str = "", timeout_s: float = 60.0,
+                      title: str | None = None, folder: str | None = None,
+                      verify: Callable[[Path], list[str] | None] | None = None) -> Path:
+        """The repository root (or its `folder`) at the pinned revision: one archive,
+        downloaded, checked and cached once.
+
+        `url` is formatted with ``repository`` and ``revision``; `title` names the data set
+        in the offline error (default `name`); `verify(root)` replaces `verify_tree` and
+        returns the files it could not check (recorded in the marker; the task says why
+        they are acceptable)."""
+        pins = self.pins()
+        revision = pins["revision"]
+
+        def fill(tmp: Path) -> tuple[Path, dict[str, Any]]:
+            archive = tmp / "archive.tar.gz"
+            address = url.format(repository=pins.get("repository", ""), revision=revision)
+            download(address, archive, what=title or self.name, offline_hint=offline_hint, timeout_s=timeout_s)
+            root = extract(archive, tmp / "x", folder)
+            if verify is None:
+                verify_tree(root, pins)
+                unverified = None
+            else:
+                unverified = verify(root)
+            log.info("%s: fetched and verified %s at %s", self.name, pins.get("repository"), revision)
+            return root, {"repository": pins.get("repository"), "revision": revision,
+                          "unverified": unverified or []}
+
+        return self.once(fill, revision)

@@ -14,7 +14,7 @@ from veribatch.tasks.cebench import data, upstream
 
 
 def _repo_copy(lam4inv_root: Path, dst: Path) -> Path:
-    repo = dst / f"LaM4Inv-{upstream.pins()['revision']}"
+    repo = dst / f"LaM4Inv-{upstream.ORIGIN.pins()['revision']}"
     for rel in ("Benchmarks/Linear/c", "Result/GPT4TurboFull"):
         shutil.copytree(lam4inv_root / rel, repo / rel)
     return repo
@@ -28,10 +28,10 @@ def served(archive_server: ArchiveServer, monkeypatch: pytest.MonkeyPatch) -> Ar
 
 
 def test_fetch_verifies_caches_and_gives_the_same_instances(lam4inv_root: Path, served: ArchiveServer, tmp_path: Path) -> None:
-    served.publish(_repo_copy(lam4inv_root, tmp_path / "src"), upstream.pins()["revision"])
+    served.publish(_repo_copy(lam4inv_root, tmp_path / "src"), upstream.ORIGIN.pins()["revision"])
     where = data.resolve("lam4inv")
     assert isinstance(where, data.Source) and (where.root / ".verified").is_file()
-    served.archive(upstream.pins()["revision"]).unlink()
+    served.archive(upstream.ORIGIN.pins()["revision"]).unlink()
     assert data.resolve("lam4inv").root == where.root  # cached: no second download
     local = data.Source("lam4inv", lam4inv_root)
     assert data.source_hash(where) == data.source_hash(local)
@@ -42,10 +42,10 @@ def test_a_changed_log_is_refused(lam4inv_root: Path, served: ArchiveServer, tmp
     repo = _repo_copy(lam4inv_root, tmp_path / "src")
     log = repo / "Result/GPT4TurboFull/1.txt"
     log.write_text(log.read_text().replace("x >= y", "x > y", 1))
-    served.publish(repo, upstream.pins()["revision"])
+    served.publish(repo, upstream.ORIGIN.pins()["revision"])
     with pytest.raises(DatasetError, match="does not match the pinned tree"):
         data.resolve("lam4inv")
-    assert not (Path(str(tmp_path / "cache")) / "lam4inv" / upstream.pins()["revision"]).exists()
+    assert not (Path(str(tmp_path / "cache")) / "lam4inv" / upstream.ORIGIN.pins()["revision"]).exists()
 
 
 def test_offline_names_the_alternatives(served: ArchiveServer) -> None:  # nothing published: 404

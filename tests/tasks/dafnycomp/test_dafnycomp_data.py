@@ -46,7 +46,7 @@ def test_bad_folders_are_named(tmp_path: Path) -> None:
 
 def _repo(shared_data: Path, dst: Path, extra: int) -> Path:
     """ReForm's layout with the 125 pinned programs and `extra` unpinned ones (written here)."""
-    pins = upstream.pinned()
+    pins = upstream.ORIGIN.pins()
     repo = dst / f"ReForm-{pins['revision']}"
     chain = repo / pins["folder"]
     shutil.copytree(shared_data / "dafnycomp", chain)
@@ -66,25 +66,25 @@ def served(archive_server: ArchiveServer, monkeypatch: pytest.MonkeyPatch) -> Ar
 
 def test_fetch_verifies_reports_unpinned_and_caches(shared_data: Path, tmp_path: Path, served: ArchiveServer,
                                                     caplog: pytest.LogCaptureFixture) -> None:
-    served.publish(_repo(shared_data, tmp_path / "src", extra=175), upstream.pinned()["revision"])
+    served.publish(_repo(shared_data, tmp_path / "src", extra=175), upstream.ORIGIN.pins()["revision"])
     chain = upstream.fetch()
     assert len(data.program_files(chain)) == 300
     assert {p.name for p in chain.iterdir() if not p.is_dir()} == {".verified"}  # only Chain_300 kept
     assert "175 of 300 programs have no pinned checksum" in caplog.text
-    served.archive(upstream.pinned()["revision"]).unlink()
+    served.archive(upstream.ORIGIN.pins()["revision"]).unlink()
     assert upstream.fetch() == chain  # cached: no second download
     assert len(get_task("dafnycomp").load("chain300")) == 300
 
 
 def test_a_changed_or_missing_program_is_rejected(shared_data: Path, tmp_path: Path, served: ArchiveServer) -> None:
     repo = _repo(shared_data, tmp_path / "src", extra=175)
-    victim = sorted((repo / upstream.pinned()["folder"]).glob("*/dafny_code.dfy"))[7]
+    victim = sorted((repo / upstream.ORIGIN.pins()["folder"]).glob("*/dafny_code.dfy"))[7]
     victim.write_text(victim.read_text().replace("requires", "requires true &&", 1))
-    served.publish(repo, upstream.pinned()["revision"])
+    served.publish(repo, upstream.ORIGIN.pins()["revision"])
     with pytest.raises(DatasetError, match=victim.parent.name):
         upstream.fetch()
-    assert not upstream.cache_dir().exists()
-    served.publish(_repo(shared_data, tmp_path / "src2", extra=174), upstream.pinned()["revision"])
+    assert not upstream.ORIGIN.cache_dir().exists()
+    served.publish(_repo(shared_data, tmp_path / "src2", extra=174), upstream.ORIGIN.pins()["revision"])
     with pytest.raises(DatasetError, match="299 programs, the pinned revision has 300"):
         upstream.fetch()
 

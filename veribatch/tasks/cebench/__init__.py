@@ -14,7 +14,8 @@ One task, two kinds of run, told apart by the dataset (`data.resolve`):
 
 Modules, in data-flow order: `lam4inv` (log/program format) / `upstream` / `data` →
 `program` (SV-COMP normal form, P and B) → `counterexamples` (§3.1) → `instrument`
-(§3.2.1) → `label` (§3.2.2) → `dataset` / `card` (the built benchmark) → `prompt` →
+(§3.2.1) → `label` (§3.2.2) → `dataset` (reading a built benchmark back; the aggregate
+step writes it: `aggregate/cebench_dataset.py`, `aggregate/cebench_card.py`) → `prompt` →
 `answer` → `stages`.  Tables: `aggregate/cebench.py`.
 """
 

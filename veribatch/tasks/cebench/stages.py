@@ -28,7 +28,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veribatch.tasks.base import Instance, InstanceResult, Record, RunConfig, Stage, StageContext
 from veribatch.tasks.cebench.counterexamples import (
@@ -39,12 +39,15 @@ from veribatch.tasks.cebench.counterexamples import (
     extremal_variables,
 )
 from veribatch.tasks.cebench.lam4inv import Candidate
+from veribatch.tasks.generate import ARM_MODEL, Generate
 from veribatch.tasks.verifier import verifier_for
+
+if TYPE_CHECKING:
+    from veribatch.inference.types import Completion, Request, Sampling
 
 log = logging.getLogger(__name__)
 
 REFERENCE_ARMS = ("verifier", "always-GENUINE", "always-SPURIOUS")
-ARM_MODEL = "model"
 
 
 def _safe(name: str) -> str:
@@ -199,40 +202,31 @@ def run_label(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
 # ------------------------------------------------------------------ generate
 
 
-def sampling_for(config: RunConfig) -> Any:
-    from veribatch.inference.types import Sampling
-    from veribatch.tasks.cebench.prompt import MAX_TOKENS
+class CEBenchGenerate(Generate):
+    """One prompt per counterexample in the run's strategy (greedy, one answer)."""
 
-    s = dict(config.sampling)
-    return Sampling(n=1, temperature=float(s.get("temperature", 0.0)), top_p=float(s.get("top_p", 1.0)),
-                    max_tokens=int(s.get("max_tokens", MAX_TOKENS.get(config.strategy, MAX_TOKENS["zero-shot"]))),
-                    seed=int(s.get("seed", 0)), stop=tuple(s.get("stop", ())))
+    # the column order CE-Bench's generate records have always had (`Generate.layout`)
+    layout = ("arm", "status", "model_spec", "strategy", "prompt_template", "generation_time_s")
+
+    def max_tokens(self, config: RunConfig) -> int:
+        from veribatch.tasks.cebench.prompt import MAX_TOKENS
+
+        return MAX_TOKENS.get(config.strategy, MAX_TOKENS["zero-shot"])
+
+    def request(self, inst: Instance, config: RunConfig, sampling: Sampling,
+                upstream: list[Record]) -> Request | Record:
+        from veribatch.tasks.cebench.prompt import build_request
+
+        return build_request(inst.id, config.strategy, inst.payload["prompt_program"],
+                             json.loads(inst.payload["state_json"]), sampling)
+
+    def columns(self, inst: Instance, config: RunConfig, completion: Completion) -> Record:
+        from veribatch.tasks.cebench.prompt import template_hash
+
+        return {"strategy": config.strategy, "prompt_template": template_hash(config.strategy)}
 
 
-def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
-    from veribatch.inference import completion_to_record, open_engine
-    from veribatch.tasks.cebench.prompt import build_request, template_hash
-
-    config = ctx.config
-    assert config.model is not None
-    sampling = sampling_for(config)
-    requests = [build_request(i.id, config.strategy, i.payload["prompt_program"],
-                              json.loads(i.payload["state_json"]), sampling) for i in instances]
-    batch = int(config.options.get("generate_batch", 16))
-    with open_engine(config.model, cache_dir=ctx.run_dir / "cache" / "completions") as engine:
-        for start in range(0, len(requests), batch):
-            chunk = requests[start:start + batch]
-            answers = engine.generate(chunk)
-            for inst, req, comps in zip(instances[start:start + batch], chunk, answers, strict=True):
-                recs = [{
-                    **completion_to_record(engine, req, c), "arm": ARM_MODEL,
-                    "status": "error" if c.error else "ok", "model_spec": config.model,
-                    "strategy": config.strategy, "prompt_template": template_hash(config.strategy),
-                    # the request's own generation time, as the engine reports it (not a batch's)
-                    "generation_time_s": c.latency_s,
-                } for c in comps]
-                ctx.progress()
-                yield InstanceResult(inst.id, recs)
+GENERATE = CEBenchGenerate()
 
 
 # ------------------------------------------------------------------ judge
@@ -296,9 +290,7 @@ def build_stages(config: RunConfig, *, built: bool) -> list[Stage]:
     stages: list[Stage] = []
     needs: tuple[str, ...] = ()
     if config.model:
-        stages.append(Stage("generate", "gpu", run_generate, gpus_per_task=1, cpus_per_task=1, mem_gb=2,
-                            seconds_per_instance=30.0, verdict_column="status",
-                            time_column="generation_time_s", record_key=("sample_index",)))
+        stages.append(GENERATE.stage(config))
         needs = ("generate",)
     stages.append(Stage("judge", "cpu", run_judge, needs=needs, cpus_per_task=1, mem_gb=1,
                         seconds_per_instance=0.1, verdict_column="predicted", time_column="time_s",

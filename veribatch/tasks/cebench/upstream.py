@@ -9,28 +9,21 @@ in ``upstream_checksums.json`` before use.  The pins were computed from the copy
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from veribatch.tasks import pinned
 
-CHECKSUMS = Path(__file__).resolve().parent / "upstream_checksums.json"
-NAME = "lam4inv"
+ORIGIN = pinned.Origin("lam4inv", Path(__file__).resolve().parent / "upstream_checksums.json")
 ROOT_ENV = "VERIBATCH_LAM4INV_ROOT"
 OFFLINE_HINT = (f"Use the shipped `sample` source, or a local copy of LaM4Inv: ${ROOT_ENV}, "
                 "`--source lam4inv:/path/to/LaM4Inv` or `--source /path/to/LaM4Inv`.")
 URL = pinned.GITHUB_ARCHIVE  # tests point this at a local server
 
 
-def pins() -> dict[str, Any]:
-    return json.loads(CHECKSUMS.read_text())
-
-
 def fetch() -> Path:
-    return pinned.fetch(pins(), name=NAME, url=URL, offline_hint=OFFLINE_HINT)
+    return ORIGIN.fetch_archive(URL, offline_hint=OFFLINE_HINT)
 
 
 def verify(root: Path) -> None:
     """Check a local copy against the pins (`DatasetError` on any difference)."""
-    pinned.verify_tree(root, pins())
+    pinned.verify_tree(root, ORIGIN.pins())

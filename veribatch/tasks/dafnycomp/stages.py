@@ -27,7 +27,7 @@ import math
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veribatch.tasks.base import (
     Instance,
@@ -42,9 +42,11 @@ from veribatch.tasks.dafnycomp.answer import extract_program
 from veribatch.tasks.dafnycomp.integrity import check as integrity_check
 from veribatch.tasks.dafnycomp.strip import strip, strip_specs
 from veribatch.tasks.dafnycomp.syntax import DafnySyntaxError, declarations
-from veribatch.tasks.sampling import sampling_for
+from veribatch.tasks.generate import ARM_MODEL, Generate
 
-ARM_MODEL = "model"
+if TYPE_CHECKING:
+    from veribatch.inference.types import Completion, Request, Sampling
+
 ARM_ORIGINAL = "original"
 ARM_STRIPPED = "stripped"
 REFERENCE_ARMS = (ARM_ORIGINAL, ARM_STRIPPED)
@@ -108,39 +110,36 @@ def run_strip(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
 MAX_TOKENS = 8192  # a model run's default answer budget (`DafnyCompTask.default_sampling`)
 
 
-def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
-    from veribatch.inference import completion_to_record, open_engine
-    from veribatch.tasks.dafnycomp.prompt import build_request, template_hash
+class DafnyCompGenerate(Generate):
+    """The prompt on the stripped program (the ``strip`` stage's); an instance whose strip
+    record is missing or not ``ok`` gets a record with that status and no request."""
 
-    config = ctx.config
-    assert config.model is not None
-    strips = ctx.upstream("strip")
-    sampling = sampling_for(config, MAX_TOKENS)
-    ready, requests = [], []
-    for inst in instances:
-        rec = (strips.get(inst.id) or [None])[0]
+    default_max_tokens = MAX_TOKENS
+    reads = "strip"
+    # the column order DafnyComp's generate records have always had (`Generate.layout`)
+    layout = ("split", "program", "chain_length", "arm", "model_spec", "status", "generation_time_s",
+              "prompt_template")
+
+    def request(self, inst: Instance, config: RunConfig, sampling: Sampling,
+                upstream: list[Record]) -> Request | Record:
+        from veribatch.tasks.dafnycomp.prompt import build_request
+
+        rec = (upstream or [None])[0]
         if rec is None or rec.get("status") != "ok":
-            ctx.progress()
-            yield InstanceResult(inst.id, [{**_base(inst), "arm": ARM_MODEL, "model_spec": config.model,
-                                            "sample_index": -1,
-                                            "status": "strip_missing" if rec is None else str(rec["status"])}])
-            continue
-        ready.append(inst)
-        requests.append(build_request(inst.id, rec["stripped"], sampling))
-    if not requests:
-        return
-    batch = int(config.options.get("generate_batch", 16))
-    with open_engine(config.model, cache_dir=ctx.run_dir / "cache" / "completions") as engine:
-        for start in range(0, len(requests), batch):
-            chunk = requests[start:start + batch]
-            for inst, req, comps in zip(ready[start:start + batch], chunk, engine.generate(chunk), strict=True):
-                # the completion columns are inference's own, so `replay:RUN` re-reads them
-                recs = [{**completion_to_record(engine, req, c), **_base(inst), "arm": ARM_MODEL,
-                         "model_spec": config.model, "status": "error" if c.error else "ok",
-                         "generation_time_s": c.latency_s, "prompt_template": template_hash()}
-                        for c in comps]
-                ctx.progress()
-                yield InstanceResult(inst.id, recs)
+            return {**_base(inst), "arm": ARM_MODEL, "model_spec": config.model, "sample_index": -1,
+                    "status": "strip_missing" if rec is None else str(rec["status"])}
+        return build_request(inst.id, rec["stripped"], sampling)
+
+    def columns(self, inst: Instance, config: RunConfig, completion: Completion) -> Record:
+        from veribatch.tasks.dafnycomp.prompt import template_hash
+
+        return {**_base(inst), "prompt_template": template_hash()}
+
+    def seconds_per_instance(self, config: RunConfig) -> float:
+        return 60.0 * int(config.options.get("n_samples", 1))
+
+
+GENERATE = DafnyCompGenerate()
 
 
 # ---------------------------------------------------------------- check
@@ -354,9 +353,7 @@ def build_stages(config: RunConfig) -> list[Stage]:
                     verdict_column="status")]
     needs: tuple[str, ...] = ("strip",)
     if config.model:
-        stages.append(Stage("generate", "gpu", run_generate, needs=("strip",), gpus_per_task=1,
-                            mem_gb=2, seconds_per_instance=60.0 * n, verdict_column="status",
-                            time_column="generation_time_s", record_key=("sample_index",)))
+        stages.append(GENERATE.stage(config))
         needs = ("strip", "generate")
     stages.append(Stage("check", "cpu", run_check, needs=needs, mem_gb=1,
                         seconds_per_instance=1.0 * n, verdict_column="integrity", record_key=key))

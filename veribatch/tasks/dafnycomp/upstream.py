@@ -23,23 +23,15 @@ from veribatch.tasks.base import DatasetError
 
 log = logging.getLogger(__name__)
 
-CHECKSUMS = Path(__file__).resolve().parent / "upstream_checksums.json"
+ORIGIN = pinning.Origin("dafnycomp", Path(__file__).resolve().parent / "upstream_checksums.json")
 ARCHIVE_URL = "https://codeload.github.com/Veri-Code/ReForm/tar.gz/{revision}"
 OFFLINE_HINT = ("Use the shipped `sample` dataset, or point at a local copy of Chain_300 with "
                 "$VERIBATCH_DAFNYCOMP_ROOT or a dataset spec like `chain300:/path/to/Chain_300`.")
 
 
-def pinned() -> dict:
-    return json.loads(CHECKSUMS.read_text())
-
-
-def cache_dir() -> Path:
-    return pinning.cache_root() / "dafnycomp" / pinned()["revision"]
-
-
 def verify_tree(chain: Path) -> list[str]:
     """Check a Chain_300 folder against the pins; return the files that have no pin."""
-    pins = pinned()
+    pins = ORIGIN.pins()
     pinning.verify_files(chain, pins["files"], pins["revision"])
     programs = sorted(p.relative_to(chain).as_posix() for p in chain.glob("*/dafny_code.dfy"))
     if len(programs) != pins["count"]:
@@ -51,25 +43,23 @@ def _verified(chain: Path) -> list[str]:
     unverified = verify_tree(chain)
     if unverified:
         log.warning("dafnycomp upstream: %d of %d programs have no pinned checksum (e.g. %s)",
-                    len(unverified), pinned()["count"], ", ".join(unverified[:3]))
+                    len(unverified), ORIGIN.pins()["count"], ", ".join(unverified[:3]))
     return unverified
 
 
 def fetch(timeout_s: float = 300.0) -> Path:
     """The pinned Chain_300 folder, downloading it if it is not cached (only that folder of
     the archive is extracted)."""
-    pins = pinned()
-    return pinning.fetch(pins, name="dafnycomp", title="DafnyComp", url=ARCHIVE_URL,
-                         offline_hint=OFFLINE_HINT, timeout_s=timeout_s, folder=pins["folder"],
-                         verify=_verified)
+    return ORIGIN.fetch_archive(ARCHIVE_URL, title="DafnyComp", offline_hint=OFFLINE_HINT,
+                                timeout_s=timeout_s, folder=ORIGIN.pins()["folder"], verify=_verified)
 
 
 def pin(chain: Path) -> int:
     """Record the sha256 of every program of a verified fetch in the checksum file."""
     verify_tree(chain)  # the existing pins must hold before more are added
-    doc = pinned()
+    doc = ORIGIN.pins()
     doc["files"] = {p.relative_to(chain).as_posix(): pinning.file_sha256(p) for p in sorted(chain.glob("*/dafny_code.dfy"))}
-    CHECKSUMS.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    ORIGIN.pin_file.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return len(doc["files"])
 
 
@@ -86,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(chain)
     if args.pin:
-        print(f"{pin(chain)} checksums written to {CHECKSUMS}")
+        print(f"{pin(chain)} checksums written to {ORIGIN.pin_file}")
     return 0
 
 

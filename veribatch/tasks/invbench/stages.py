@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from veribatch.inference.types import Completion, Request, Sampling
 from veribatch.tasks.base import (
     Instance,
     InstanceResult,
@@ -40,6 +41,7 @@ from veribatch.tasks.base import (
     granted_cpus,
     instance_dirname,
 )
+from veribatch.tasks.generate import ARM_MODEL, Generate
 from veribatch.tasks.invbench.answer import Answer, parse_answer
 from veribatch.tasks.invbench.decision import CandidateRun, run_candidates
 from veribatch.tasks.invbench.instrument import InstrumentationError, instrument_all
@@ -47,7 +49,6 @@ from veribatch.tasks.invbench.markers import MarkedProgram, mark
 from veribatch.tasks.invbench.prompt import build_request, template_hash
 from veribatch.tasks.invbench.to_scope import to_scope
 from veribatch.tasks.invbench.validation import Valid, validate
-from veribatch.tasks.sampling import sampling_for
 from veribatch.tasks.verifier import query_cores, query_memory_mb, verifier_for
 from veribatch.verifiers.result import Status
 
@@ -57,7 +58,6 @@ log = logging.getLogger(__name__)
 # answering and their reasoning tokens count against it: 256 cut them off mid-thought.
 # 8192 is what the gpt-oss reproduction harness on InvBench (wonda) gives them.
 MAX_TOKENS = 8192
-ARM_MODEL = "model"
 ARM_VERIFIER = "verifier-invariant"
 ENGINE_ERROR = "engine error"
 
@@ -148,48 +148,25 @@ def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
 # ---------------------------------------------------------------- generate
 
 
-def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
-    from veribatch.inference import completion_to_record, open_engine
+class InvBenchGenerate(Generate):
+    """One prompt per program, its loops marked (`markers`); a program the C front end
+    rejects gets a ``program_parse_error`` record and no request."""
 
-    config = ctx.config
-    assert config.model is not None
-    sampling = sampling_for(config, MAX_TOKENS)
-    requests, marked_ok, failed = [], [], []
-    for inst in instances:
-        m = _marked(inst)
-        if isinstance(m, str):
-            failed.append((inst, m))
-        else:
-            marked_ok.append(inst)
-            requests.append(build_request(inst.id, m.text, sampling))
-    for inst, err in failed:
-        ctx.progress()
-        yield InstanceResult(inst.id, [{"arm": ARM_MODEL, "status": "program_parse_error", "error": err,
-                                        "model": config.model, "sample_index": -1}])
-    if not requests:
-        return
-    cache_dir = ctx.run_dir / "cache" / "completions"
-    batch = int(config.options.get("generate_batch", 16))
-    with open_engine(config.model, cache_dir=cache_dir) as engine:
-        for start in range(0, len(requests), batch):
-            chunk = requests[start : start + batch]
-            answers = engine.generate(chunk)
-            for inst, req, comps in zip(marked_ok[start : start + batch], chunk, answers, strict=True):
-                # The completion columns are inference's own (`completion_to_record`), so that
-                # `replay:RUN` re-reads them from these records, not from a cache.
-                recs = [
-                    {
-                        **completion_to_record(engine, req, c),
-                        "arm": ARM_MODEL,
-                        "status": "error" if c.error else "ok",
-                        "model_spec": config.model,
-                        "generation_time_s": c.latency_s,
-                        "prompt_template": template_hash(),
-                    }
-                    for c in comps
-                ]
-                ctx.progress()
-                yield InstanceResult(inst.id, recs)
+    default_max_tokens = MAX_TOKENS
+
+    def request(self, inst: Instance, config: RunConfig, sampling: Sampling,
+                upstream: list[Record]) -> Request | Record:
+        marked = _marked(inst)
+        if isinstance(marked, str):
+            return {"arm": ARM_MODEL, "status": "program_parse_error", "error": marked,
+                    "model": config.model, "sample_index": -1}
+        return build_request(inst.id, marked.text, sampling)
+
+    def columns(self, inst: Instance, config: RunConfig, completion: Completion) -> Record:
+        return {"prompt_template": template_hash()}
+
+
+GENERATE = InvBenchGenerate()
 
 
 # ---------------------------------------------------------------- verify
@@ -479,11 +456,7 @@ def build_stages(config: RunConfig) -> list[Stage]:
                     time_column="baseline_time_s", time_limit_column="budget_s")]
     needs: tuple[str, ...] = ("baseline",)
     if config.model:
-        # One GPU per generate task; a SLURM profile whose gpu partition sets
-        # `gpus_per_task: 0` (CPU-only test clusters) overrides it.
-        stages.append(Stage("generate", "gpu", run_generate, gpus_per_task=1, cpus_per_task=1,
-                            mem_gb=2, seconds_per_instance=30.0, verdict_column="status",
-                            time_column="generation_time_s", record_key=("sample_index",)))
+        stages.append(GENERATE.stage(config))
         needs = ("baseline", "generate")
     stages.append(Stage("verify", "cpu", run_verify, needs=needs,
                         cpus_per_task=min(2 * n * cores, 32),

@@ -24,18 +24,10 @@ from veribatch.tasks.base import DatasetError
 
 log = logging.getLogger(__name__)
 
-CHECKSUMS = Path(__file__).resolve().parent / "upstream_checksums.json"
+ORIGIN = pinning.Origin("invbench", Path(__file__).resolve().parent / "upstream_checksums.json")
 ARCHIVE_URL = "https://codeload.github.com/Anjiang-Wei/InvBench/tar.gz/{revision}"
 OFFLINE_HINT = ("Use the shipped `sample` dataset, or point at a local copy with $VERIBATCH_INVBENCH_ROOT "
                 "or a dataset spec like `easy:/path/to/InvBench`.")
-
-
-def pinned() -> dict:
-    return json.loads(CHECKSUMS.read_text())
-
-
-def cache_dir() -> Path:
-    return pinning.cache_root() / "invbench" / pinned()["revision"]
 
 
 SPLIT_DIRS = {"easy": "Dataset/Evaluation/Easy", "hard": "Dataset/Evaluation/Hard"}
@@ -67,7 +59,7 @@ def verify_timing_rows(root: Path, pins: dict) -> None:
 
 def verify_tree(root: Path) -> list[str]:
     """Check `root` (the repository root) against the pinned checksums; return unverified files."""
-    pins = pinned()
+    pins = ORIGIN.pins()
     pinning.verify_tree(root, pins)
     verify_timing_rows(root, pins)
     return [
@@ -90,5 +82,5 @@ def _verified(root: Path) -> list[str]:
 
 def fetch(timeout_s: float = 60.0) -> Path:
     """The repository root of the pinned revision, downloading it if it is not cached."""
-    return pinning.fetch(pinned(), name="invbench", title="InvBench", url=ARCHIVE_URL,
-                         offline_hint=OFFLINE_HINT, timeout_s=timeout_s, verify=_verified)
+    return ORIGIN.fetch_archive(ARCHIVE_URL, title="InvBench", offline_hint=OFFLINE_HINT,
+                                timeout_s=timeout_s, verify=_verified)

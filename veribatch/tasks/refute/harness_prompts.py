@@ -20,7 +20,6 @@ harness's ``prompt_templates``); they are checked against the same pin.  A mirro
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shutil
 from pathlib import Path
@@ -38,12 +37,12 @@ OFFLINE_HINT = (f"Put the harness's refute/prompt_templates/*.txt in a folder an
                 "(our own templates, a named variant).")
 
 
+ORIGIN = pinning.Origin("refute-prompts", PIN_FILE, what="the prompt-template pin")
+
+
 @functools.cache
 def pins() -> dict[str, Any]:
-    try:
-        return json.loads(PIN_FILE.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise DatasetError(f"{PIN_FILE}: cannot read the prompt-template pin: {e}") from e
+    return ORIGIN.pins()
 
 
 def commit() -> str:
@@ -63,19 +62,13 @@ def url(name: str) -> str:
         repository=p["repository"], revision=p["revision"], folder=p["folder"], name=name)
 
 
-def cache_dir() -> Path:
-    return pinning.cache_root() / "refute-prompts" / commit()
-
-
 def fetch(timeout_s: float = 60.0) -> Path:
     """The folder of the pinned templates, every file checked; downloaded (or copied from
     ``$VERIBATCH_REFUTE_PROMPTS``) once, then cached."""
-    target = cache_dir()
-    if (target / pinning.VERIFIED).is_file():
-        return target
     files: dict[str, str] = pins()["files"]
     local = os.environ.get(LOCAL_ENV)
-    with pinning.staging(target) as tmp:
+
+    def fill(tmp: Path) -> tuple[Path, dict[str, Any]]:
         for name in sorted(files):
             dest = tmp / name
             if local:
@@ -90,9 +83,10 @@ def fetch(timeout_s: float = 60.0) -> Path:
                 pinning.download(where, dest, what=f"the REFUTE authors' prompt template {name}",
                                  offline_hint=OFFLINE_HINT, timeout_s=timeout_s)
             pinning.check_sha256(where, pinning.file_sha256(dest), files[name])
-        pinning.install(tmp, target, {"repository": pins()["repository"], "revision": commit(),
-                                      "files": files, "from": local or url("{name}")})
-    return target
+        return tmp, {"repository": pins()["repository"], "revision": commit(), "files": files,
+                     "from": local or url("{name}")}
+
+    return ORIGIN.once(fill, commit())
 
 
 @functools.cache

@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veribatch.tasks.base import (
     Instance,
@@ -38,9 +38,13 @@ from veribatch.tasks.base import (
     StageContext,
     instance_dirname,
 )
+from veribatch.tasks.generate import Generate, batches, open_run_engine
 from veribatch.tasks.refute import answer
 from veribatch.tasks.refute.prompt import AGENTIC, messages, template_version
 from veribatch.tasks.sampling import sampling_for
+
+if TYPE_CHECKING:
+    from veribatch.inference.types import Completion, Request, Sampling
 
 log = logging.getLogger(__name__)
 
@@ -76,39 +80,42 @@ MAX_TOKENS = 2048  # a chat model run's default answer budget (`RefuteTask.defau
 # reasoning models get `tasks.refute.REASONING_MAX_TOKENS`)
 
 
-def run_generate(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
-    from veribatch.inference import completion_to_record, open_engine
-    from veribatch.inference.types import Message, Request
+class RefuteGenerate(Generate):
+    """One prompt per problem in the run's strategy (the §4.1 blind one under ``-o filter``),
+    `n_samples` answers; ``truncated`` marks an answer cut at max_tokens."""
 
-    config = ctx.config
-    assert config.model is not None
-    strategy = prompt_strategy(config)
-    version = template_version(strategy, config.options)
-    sampling = sampling_for(config, MAX_TOKENS)
-    requests = [Request(id=f"{inst.id}#{strategy}",
-                        messages=tuple(Message(m["role"], m["content"])
-                                       for m in messages(strategy, inst.payload, config.options)),
-                        sampling=sampling) for inst in instances]
-    batch = int(config.options.get("generate_batch", 16))
-    with open_engine(config.model, cache_dir=ctx.run_dir / "cache" / "completions") as engine:
-        for start in range(0, len(requests), batch):
-            chunk = requests[start : start + batch]
-            for inst, req, comps in zip(instances[start : start + batch], chunk,
-                                        engine.generate(chunk), strict=True):
-                recs = [{**completion_to_record(engine, req, c), "arm": arms(config)[0],
-                         "strategy": strategy, "status": "error" if c.error else "ok",
-                         "truncated": c.finish_reason == "length",
-                         "model_spec": config.model, "generation_time_s": c.latency_s,
-                         "prompt_version": version} for c in comps]
-                ctx.progress()
-                yield InstanceResult(inst.id, recs)
+    default_max_tokens = MAX_TOKENS
+    # the column order REFUTE's generate records have always had (`Generate.layout`)
+    layout = ("arm", "strategy", "status", "truncated", "model_spec", "generation_time_s", "prompt_version")
+
+    def request(self, inst: Instance, config: RunConfig, sampling: Sampling,
+                upstream: list[Record]) -> Request | Record:
+        from veribatch.inference.types import Message, Request
+
+        strategy = prompt_strategy(config)
+        return Request(id=f"{inst.id}#{strategy}", sampling=sampling,
+                       messages=tuple(Message(m["role"], m["content"])
+                                      for m in messages(strategy, inst.payload, config.options)))
+
+    def columns(self, inst: Instance, config: RunConfig, completion: Completion) -> Record:
+        strategy = prompt_strategy(config)
+        return {"strategy": strategy, "truncated": completion.finish_reason == "length",
+                "prompt_version": template_version(strategy, config.options)}
+
+    def arm(self, config: RunConfig) -> str:
+        return arms(config)[0]
+
+    def seconds_per_instance(self, config: RunConfig) -> float:
+        return 60.0 * int(config.options.get("n_samples", 1))
+
+
+GENERATE = RefuteGenerate()
 
 
 # ---------------------------------------------------------------- agent
 
 
 def run_agent(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
-    from veribatch.inference import open_engine
     from veribatch.tasks.refute.agent import run_conversations
     from veribatch.tasks.refute.problem import judge_limits, sandbox
     from veribatch.verifiers.judge import SandboxUnavailable
@@ -124,9 +131,8 @@ def run_agent(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
                                             "status": "sandbox_refused", "error": str(e)}])
         return
     batch = max(1, int(config.options.get("generate_batch", 16)) // max(1, int(config.options.get("n_samples", 1))))
-    with open_engine(config.model, cache_dir=ctx.run_dir / "cache" / "completions") as engine:
-        for start in range(0, len(instances), batch):
-            chunk = instances[start : start + batch]
+    with open_run_engine(ctx) as engine:
+        for chunk in batches(instances, batch):
             recs = run_conversations(chunk, config, engine, sampling_for(config, MAX_TOKENS), run_dir=ctx.run_dir,
                                      scratch=ctx.scratch_dir(), box=box, limits=judge_limits(config),
                                      cache=None)
@@ -367,9 +373,7 @@ def build_stages(config: RunConfig) -> list[Stage]:
                             time_column="generation_time_s", record_key=("sample_index",)))
         needs = ("agent",)
     elif config.model:
-        stages.append(Stage("generate", "gpu", run_generate, gpus_per_task=1, cpus_per_task=1,
-                            mem_gb=2, seconds_per_instance=60.0 * n, verdict_column="status",
-                            time_column="generation_time_s", record_key=("sample_index",)))
+        stages.append(GENERATE.stage(config))
         needs = ("generate",)
     if config.options.get("filter"):
         per = filter_s + 4 * run_s

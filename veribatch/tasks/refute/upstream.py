@@ -28,19 +28,9 @@ from veribatch.tasks.base import DatasetError
 
 PIN_FILE = Path(__file__).resolve().parent / "hub_pin.json"
 PIN_ENV = "VERIBATCH_REFUTE_PIN"
+ORIGIN = pinning.Origin("refute", PIN_FILE, env=PIN_ENV, what="the hub pin")
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _TRAIN_FILE = re.compile(r"(^|/)(train[-._][^/]*|train)\.(parquet|jsonl)$|(^|/)train/[^/]+\.parquet$")
-
-
-def pin_path() -> Path:
-    return Path(os.environ[PIN_ENV]) if os.environ.get(PIN_ENV) else PIN_FILE
-
-
-def pinned() -> dict[str, Any]:
-    try:
-        return json.loads(pin_path().read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise DatasetError(f"{pin_path()}: cannot read the hub pin: {e}") from e
 
 
 def endpoint() -> str:
@@ -50,10 +40,6 @@ def endpoint() -> str:
 def _headers() -> dict[str, str]:
     token = os.environ.get("HF_TOKEN")
     return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-def cache_dir(revision: str) -> Path:
-    return pinning.cache_root() / "refute" / revision
 
 
 def _offline(url: str, e: Exception) -> DatasetError:
@@ -80,20 +66,18 @@ def _get(url: str, timeout_s: float) -> bytes:
 
 def fetch(timeout_s: float = 120.0) -> Path:
     """The folder holding the pinned train-split files, downloading them if not cached."""
-    pins = pinned()
+    pins = ORIGIN.pins()
     revision, files = pins.get("revision"), pins.get("files") or {}
     if not revision or not files:
         raise DatasetError(
-            f"{pin_path()}: the hub dataset {pins.get('repo', 'bethgelab/REFUTE')} is not pinned "
+            f"{ORIGIN.path()}: the hub dataset {pins.get('repo', 'bethgelab/REFUTE')} is not pinned "
             "to a revision in this checkout (it was written without network access). On a "
             "machine with network run `launch refute pin-hub` (downloads the train split, "
             "writes the commit and sha256 of each file into the pin), or use a local export: "
             "--dataset /path/to/train.parquet."
         )
-    target = cache_dir(revision)
-    if (target / pinning.VERIFIED).is_file():
-        return target
-    with pinning.staging(target) as tmp:
+
+    def fill(tmp: Path) -> tuple[Path, dict[str, Any]]:
         for rel, want in sorted(files.items()):
             url = f"{endpoint()}/datasets/{pins['repo']}/resolve/{revision}/{rel}"
             data = _get(url, timeout_s)
@@ -101,13 +85,14 @@ def fetch(timeout_s: float = 120.0) -> Path:
             dest = tmp / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
-        pinning.install(tmp, target, {"revision": revision, "files": files})
-    return target
+        return tmp, {"revision": revision, "files": files}
+
+    return ORIGIN.once(fill, revision)
 
 
 def pin(revision: str = "main", out: Path | None = None, timeout_s: float = 120.0) -> dict[str, Any]:
     """Resolve `revision` on the hub, checksum its train-split files, write the pin file."""
-    pins = pinned()
+    pins = ORIGIN.pins()
     repo = pins.get("repo", "bethgelab/REFUTE")
     info_url = f"{endpoint()}/api/datasets/{repo}/revision/{revision}"
     try:
@@ -127,6 +112,6 @@ def pin(revision: str = "main", out: Path | None = None, timeout_s: float = 120.
     new = {**pins, "repo": repo, "split": "train", "revision": sha, "files": files,
            "pinned_from": revision}
     new.pop("note", None)
-    target = out or pin_path()
+    target = out or ORIGIN.path()
     target.write_text(json.dumps(new, indent=1, sort_keys=True) + "\n")
     return new

@@ -9,7 +9,10 @@ Statistics (all from the build's records):
   unsigned) — the values an unbounded objective is pushed to;
 * named skips by kind (programs, candidates and objectives that gave no state, and why).
 
-`differences` explains, where it can, why our figures differ from the paper's.
+`evidence` says what the labels rest on, from the rows' ``evidence`` column (a replayed
+trace, a re-checked proof, a verdict trusted as reported) rather than from the labelling
+tool's name; `differences` explains, where it can, why our figures differ from the paper's.
+Written at aggregation time (`aggregate.cebench.build_dataset`), from records alone.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ import time
 from collections import Counter
 from typing import Any
 
-from veribatch.tasks.cebench.counterexamples import CATEGORIES, PAPER_NAMES
-from veribatch.tasks.cebench.dataset import ALL_LABELS, SCHEMA_VERSION, content_hash, version_of
+from veribatch.aggregate.cebench_dataset import ALL_LABELS, SCHEMA_VERSION, content_hash, version_of
 
-# §3.3, Figure 2 and Tables 1, 4, 5 of the paper (UAutomizer, 100 s).
+# §3.3, Figure 2 and Tables 1, 4, 5 of the paper.  Its labelling verifier is one of its
+# facts: `labelling_verifier` is that tool's name here (``--verifier``), compared by name.
 PAPER: dict[str, Any] = {
     "verifier": "Ultimate Automizer (100 s)",
+    "labelling_verifier": "uautomizer", "labelling_verifier_title": "Ultimate Automizer",
     "counts": {
         "Inductive": {"GENUINE": 103, "SPURIOUS": 395, "UNKNOWN": 117, "total": 615},
         "UNSAT_Pre": {"GENUINE": 74, "SPURIOUS": 516, "UNKNOWN": 401, "total": 991},
@@ -40,6 +44,17 @@ PAPER: dict[str, Any] = {
     },
 }
 USAGE = ("all", "one", "multiple", "none")
+# The categories in the order of the paper's Figure 2, and their names there.
+CATEGORIES = tuple(PAPER["counts"])
+PAPER_NAMES = {"Inductive": "Inductive_CEs", "UNSAT_Pre": "OMT_UNSAT_Pre_CEs", "SAT_Pre": "OMT_SAT_Pre_CEs"}
+# What an ``evidence`` value (its part before ``:``) means: the label vocabulary of
+# `tasks.cebench.label`, as the dataset's rows carry it.
+EVIDENCE = {
+    "replayed-trace": "a concrete input sequence gcc replayed into reach_error",
+    "checked-proof": "a proof re-checked before it was trusted",
+    "trusted-verdict": "the verifier's verdict alone, trusted as reported (as the paper does)",
+    "none": "no verdict, or one without its evidence",
+}
 
 
 def _pct(a: float, b: float) -> float | None:
@@ -101,21 +116,51 @@ def make_card(rows: list[dict[str, Any]], programs: list[dict[str, Any]], meta: 
         "table1_extremal_usage": table1,
         "skips": {"by_kind": dict(Counter(s.get("kind", "?") for s in skips).most_common()),
                   "count": len(skips), "list": skips},
+        "evidence": evidence_counts(rows),
         "paper": PAPER,
     }
     card["differences"] = differences(card)
     return card
 
 
+def evidence_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per label, how many rows rest on which ``evidence``; and how many verdicts (TRUE or
+    FALSE) were left UNKNOWN because their evidence was missing or did not check."""
+    by_label: dict[str, dict[str, int]] = {}
+    for r in rows:
+        kinds = by_label.setdefault(str(r["label"]), {})
+        kinds[str(r.get("evidence") or "none")] = kinds.get(str(r.get("evidence") or "none"), 0) + 1
+    untrusted = sum(1 for r in rows if r["label"] == "UNKNOWN" and r.get("verifier_status") in ("TRUE", "FALSE"))
+    return {"by_label": {lab: dict(sorted(by_label[lab].items())) for lab in ALL_LABELS if lab in by_label},
+            "verdicts_not_trusted": untrusted}
+
+
+def evidence_text(card: dict[str, Any]) -> str:
+    """What the labels rest on, said from the rows' ``evidence`` column."""
+    ev = card.get("evidence") or {}
+    parts = []
+    for label, kinds in (ev.get("by_label") or {}).items():
+        meanings = {EVIDENCE.get(k.split(":", 1)[0], k) for k in kinds}
+        counts = ", ".join(f"{k} {n}" for k, n in kinds.items())
+        parts.append(f"{label}: {'; '.join(sorted(meanings))} ({counts})")
+    if not parts:
+        return "no labelled counterexample"
+    untrusted = ev.get("verdicts_not_trusted") or 0
+    tail = (f"; {untrusted} verdict(s) came without a trace or proof that checked and were left "
+            "UNKNOWN") if untrusted else ""
+    return " — ".join(parts) + tail
+
+
 def differences(card: dict[str, Any]) -> list[str]:
     """What explains the gap to the paper, said with our own numbers where we have them."""
     out = []
     verifier = card.get("verifier", "?")
-    if not str(verifier).startswith("uautomizer"):
-        out.append(f"Labels come from {verifier} (Spacer/BMC; FALSE only with a gcc-replayed trace, TRUE only "
-                   "with a re-checked proof), not from UAutomizer: decision rates differ per category, most "
-                   "where reachability needs very long executions (UNSAT_Pre states near INT_MAX), which "
-                   "BMC cannot reach and Spacer cannot prove reachable.")
+    if verifier != card["paper"]["labelling_verifier"]:
+        out.append(f"Labels come from {verifier}, not from the paper's {card['paper']['verifier']} "
+                   "(what each label rests on: the card's evidence). Decision rates differ per category, "
+                   "most where reachability needs very long executions (UNSAT_Pre states near INT_MAX, "
+                   "reachable only after ~2^31 loop iterations): no trace that long is found within the "
+                   "budget, so they stay UNKNOWN.")
     programs = card["programs"]
     if programs["files"] != card["paper"]["programs"]:
         out.append(f"{programs['files']} program files were read; the paper's benchmark has "
@@ -156,14 +201,16 @@ def differences(card: dict[str, Any]) -> list[str]:
 
 
 def labelled_by(card: dict[str, Any]) -> str:
-    """Who decided the labels, said first: a dataset labelled by the embedded verifier differs
-    from the paper's UAutomizer labels by design, and a reader must not mistake one for the other."""
+    """Who decided the labels, said first: a dataset labelled by another verifier than the
+    paper's differs from the paper's labels by design, and a reader must not mistake one for
+    the other (the paper's labelling verifier is compared by name)."""
     verifier = str(card.get("verifier") or "?")
     who = f"{verifier} {card.get('verifier_version') or ''}".strip()
-    if verifier.startswith("uautomizer"):
+    paper = card["paper"]
+    if verifier == paper["labelling_verifier"]:
         return f"labelled by {who}, {card.get('budget_s')} s per counterexample (the paper's verifier)"
     return (f"labelled by {who}, {card.get('budget_s')} s per counterexample — NOT the paper's "
-            "Ultimate Automizer: labels and decision rates differ by design")
+            f"{paper['labelling_verifier_title']}: labels and decision rates differ by design")
 
 
 def construction(card: dict[str, Any]) -> str:
@@ -191,6 +238,7 @@ def card_markdown(card: dict[str, Any]) -> str:
              f"- built by run {card.get('run_id')} with {card.get('verifier')} {card.get('verifier_version')}, "
              f"budget {card.get('budget_s')} s per counterexample",
              f"- construction: {construction(card)}",
+             f"- labels rest on (evidence column): {evidence_text(card)}",
              f"- complete: {card.get('complete')}",
              f"- programs without a labelled counterexample (UNKNOWN removed, as the paper's "
              f"{card['paper']['programs_without']}): {programs.get('without_counterexamples')}; "
