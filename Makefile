@@ -36,6 +36,7 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports  # the layering (pyproject.toml [tool.importlinter]; also tests/test_layering.py)
 
 bench: setup
 	$(BIN)/python bench/overhead.py
