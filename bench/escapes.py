@@ -1,6 +1,6 @@
 """The escape suite's figures: tried / held / escaped per attack class, as root and as nobody.
 
-Runs `tests/verifiers/escape_suite.py` (attacks on the judge's box and on `launch serve`
+Runs `tests/support/escape_suite.py` (attacks on the judge's box and on `launch serve`
 through the project's own entry points; see its docstring for the classes) once as root
 and once as the unprivileged user nobody (uid 65534, via setpriv), against this checkout
 or, with ``--repo`` / ``$VERIBATCH_BENCH_REPO``, another one (before/after a change), and
@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "verifiers"))
+sys.path.insert(0, str(REPO))
 
-from escape_suite import CLASSES, run_suite, summarize  # noqa: E402
+from tests.support.escape_suite import CLASSES, run_suite, summarize  # noqa: E402
 
 
 def main() -> int:

@@ -9,13 +9,13 @@ import os
 import re
 import shutil
 import subprocess
-import tarfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.archive_server import ArchiveServer
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("VERIBATCH_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -134,23 +134,6 @@ def train_tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., 
         return path
 
     return train
-
-
-@dataclass
-class ArchiveServer:
-    """A local HTTP server in the place of codeload.github.com, for the pinned-download tests:
-    `url` is a task's archive URL template, `publish` serves a repository folder as one
-    commit's archive (GitHub's layout: one top folder)."""
-
-    root: Path
-    url: str
-
-    def archive(self, revision: str) -> Path:
-        return self.root / f"{revision}.tar.gz"
-
-    def publish(self, repo: Path, revision: str) -> None:
-        with tarfile.open(self.archive(revision), "w:gz") as tar:
-            tar.add(repo, arcname=repo.name)
 
 
 @pytest.fixture

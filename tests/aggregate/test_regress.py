@@ -5,14 +5,12 @@ injected through a task option."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from tests.support.cli import launch
 from veribatch.aggregate.regress import Thresholds, _classify, compare_table, verdict_class
 from veribatch.aggregate.render import read_sidecar, write_table
 from veribatch.aggregate.table import Metric, Plot, Table
@@ -20,9 +18,6 @@ from veribatch.aggregate.table import Metric, Plot, Table
 DECL = {"verdict_column": "v", "time_column": "t", "time_limit_column": "lim"}
 
 
-def launch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "veribatch", *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "COLUMNS": "200"})
 
 
 def test_verdict_classes() -> None:

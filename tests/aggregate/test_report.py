@@ -5,26 +5,24 @@ a full-page screenshot taken (kept under $VERIBATCH_ARTIFACTS when set)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from browser import Browser, chromium_binary
 
+from tests.support import cli
+from tests.support.browser import Browser, chromium_binary
 from veribatch.aggregate.history import append_night, night_rows
 from veribatch.aggregate.render import load_tables
 
 pytestmark = pytest.mark.slow  # one InvBench run and two selftest runs, shared by the module
 
 
-def launch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "veribatch", *args], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "COLUMNS": "200"})
+launch = functools.partial(cli.launch, timeout=600)  # `launch ...` in a fresh process
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .conftest import launch, only_run_dir
+from tests.support.cli import launch, only_run_dir
 
 
 def tree_digest(root):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import launch
+from tests.support.cli import launch
 
 
 def _nothing_written(runs: Path) -> bool:

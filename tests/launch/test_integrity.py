@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 import veribatch.launch.locks as locks
+from tests.support.cli import launch, only_run_dir, stage_records, status_json
 from veribatch.aggregate.records import load_stage
 from veribatch.launch.executors.array_dependencies import dependency_groups
 from veribatch.launch.executors.local import LocalExecutor
@@ -28,8 +29,6 @@ from veribatch.launch.run_control import ExecChoice, launch_run, plan_run, resum
 from veribatch.launch.rundir import RunDir
 from veribatch.launch.shard_loop import run_shard
 from veribatch.launch.status import ShardState, run_state
-
-from .conftest import launch, only_run_dir, stage_records, status_json
 
 
 def _edit_ledger_value(ledger, index: int, value: int) -> str:

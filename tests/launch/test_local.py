@@ -11,9 +11,8 @@ import sys
 import pandas as pd
 from pandas.testing import assert_frame_equal
 
+from tests.support.cli import launch, only_run_dir, stage_records, status_json, wait_until
 from veribatch.launch.ledger import count_records
-
-from .conftest import launch, only_run_dir, stage_records, status_json, wait_until
 
 
 def test_multi_shard_run_completes_with_every_instance_once(tmp_path):

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import launch, only_run_dir, stage_records, wait_until
 from veribatch.launch.ledger import count_records
-
-from .conftest import launch, only_run_dir, stage_records, wait_until
 
 pytestmark = [pytest.mark.multinode, pytest.mark.slurm]
 

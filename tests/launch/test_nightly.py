@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from .conftest import launch
+from tests.support.cli import launch
 
 REPO = Path(__file__).resolve().parents[2]
 

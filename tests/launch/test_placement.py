@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import launch
 from veribatch.launch.cost import describe, estimate
 from veribatch.launch.executors.array_dependencies import dependency_groups
 from veribatch.launch.executors.element import ShardJob
@@ -24,8 +25,6 @@ from veribatch.launch.manifest import build_manifest, create_or_reuse
 from veribatch.launch.profiles import ProfileError, load_profile
 from veribatch.launch.run_control import ExecChoice, plan_run
 from veribatch.launch.sizing import element_groups, generation_work_s, size_stage, stage_units
-
-from .conftest import launch
 
 CARD_MODEL = "vllm:Qwen/Qwen2.5-72B-Instruct"
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.cli import launch
 from veribatch.launch.plan import PlanError, run_id_for
 from veribatch.launch.run_control import plan_run
-
-from .conftest import launch
 
 
 def _ids(task: str, **kw) -> list[str]:

@@ -25,6 +25,7 @@ from submitit.core.job_environment import SignalHandler
 from submitit.core.utils import DelayedSubmission, JobPaths
 from submitit.slurm.slurm import SlurmJobEnvironment
 
+from tests.support.cli import launch, only_run_dir, stage_records, status_json, wait_until
 from veribatch.launch.executors.array_dependencies import chunks, dependency_groups
 from veribatch.launch.executors.element import ShardJob
 from veribatch.launch.jobs import _expand
@@ -33,8 +34,6 @@ from veribatch.launch.manifest import create_or_reuse
 from veribatch.launch.run_control import plan_run
 from veribatch.launch.rundir import RunDir
 from veribatch.launch.shard_loop import is_locked
-
-from .conftest import launch, only_run_dir, stage_records, status_json, wait_until
 
 # Waits that include time in the queue: generous, since a shared cluster may be busy.
 QUEUE_WAIT = 300

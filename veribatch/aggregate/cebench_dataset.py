@@ -11,7 +11,7 @@ This module owns the file format (``SCHEMA_VERSION``; every column is described 
 docs/cebench.md, "The built dataset").  The task reads it back to evaluate models on it
 (`tasks.cebench.dataset`), which may not import this package: it keeps its own copy of
 the few names it checks (file names, schema version, content columns and hash), and
-`tests/tasks/cebench/test_cebench_dataset_schema.py` fails when the two disagree.
+`tests/tasks/cebench/test_dataset_schema.py` fails when the two disagree.
 
 The **content hash** covers what an evaluation depends on — which counterexamples, their
 states, programs, prompts and labels (`CONTENT_COLUMNS`) — and not timings or paths, so

@@ -44,7 +44,7 @@ Writing the next adapter: subclass `Tool` in `verifiers/<name>.py` (or inside th
 tool's own package, as `verifiers/z3c/tool.py`), declare every fact in `FACTS`, add one
 line to `verifiers.registry._TOOLS`, keep real outputs of the tool under
 `../shared/data/recorded/<name>/` (with a README saying how they were captured) and test
-`cmdline` and `determine_result` on them; `tests/verifiers/test_verifiers_conformance.py`
+`cmdline` and `determine_result` on them; `tests/verifiers/test_conformance.py`
 checks every registered tool against this contract (`verifiers/uautomizer.py` and
 `verifiers/dafny.py` are worked examples).
 """

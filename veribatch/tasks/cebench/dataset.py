@@ -4,7 +4,7 @@ The dataset is written by a build run's aggregate step (`aggregate.cebench_datas
 owns the format; docs/cebench.md, "The built dataset", describes every column).  The task
 may not import `aggregate`, so it names here what it relies on — the file names, the
 schema version it reads, the columns an evaluation uses, and the content hash it checks
-the rows against — and `tests/tasks/cebench/test_cebench_dataset_schema.py` keeps these
+the rows against — and `tests/tasks/cebench/test_dataset_schema.py` keeps these
 equal to the writer's.
 
 A folder is refused when its card is of another schema version, when the build that wrote
