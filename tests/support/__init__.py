@@ -14,3 +14,4 @@
 from pathlib import Path
 
 DIR = Path(__file__).resolve().parent  # the scripts here are run by path
+REPO = DIR.parents[1]  # the checkout under test (what a child's PYTHONPATH names)

@@ -29,8 +29,8 @@ import psutil
 import pytest
 
 from tests.support import DIR as SUPPORT
+from tests.support import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DRIVER = SUPPORT / "escape_driver.py"
 NOBODY = 65534
 pytestmark = pytest.mark.slow  # ~35 s: two users x 13 attacks, fork bombs run to their limit

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from tests.support import REPO
 from tests.support.escape_suite import CLASSES, run_suite, summarize
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # ~15 s per user: 22 attacks, fills of a few hundred MB
 
 

@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import REPO
 from veribatch.verifiers.judge import CompileError, Program, Verdict, compile_cpp, run_program
 from veribatch.verifiers.judge.sandbox import MAX_PROCESSES, _drop_prefix, _probe_bwrap
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
