@@ -312,6 +312,14 @@ def _run_bmc(
     deadline = time.monotonic() + timeout_s
     depth = start_depth
     last_reason = "timeout: no error path within the bound"
+
+    def stopped(where: str) -> dict[str, Any]:
+        # A trace gcc rejected on the way is said wherever the deadline fell (encoding, the
+        # search, the solver): which step it hits is timing, the rejected trace is a finding.
+        unconfirmed = last_reason.startswith("timeout; ")
+        return {"answer": "unknown", "next_depth": depth,
+                "reason": f"{where}; {last_reason.removeprefix('timeout; ')}" if unconfirmed else where}
+
     while time.monotonic() < deadline:
         try:
             enc = encode(
@@ -319,11 +327,10 @@ def _run_bmc(
                 should_stop=lambda: time.monotonic() > deadline,
             )
         except TimeoutError:
-            return {"answer": "unknown", "reason": f"timeout encoding depth {depth}",
-                    "next_depth": depth}
+            return stopped(f"timeout encoding depth {depth}")
         left_ms = int((deadline - time.monotonic()) * 1000)
         if left_ms <= 0:
-            return {"answer": "unknown", "reason": f"timeout at depth {depth}", "next_depth": depth}
+            return stopped(f"timeout at depth {depth}")
         errors_unsat = not enc.errors
         if enc.errors and (enc.bit_level or enc.nd_kind is not None):
             # bitwise operators or floating point: the default solver rarely decides
@@ -340,8 +347,7 @@ def _run_bmc(
                 last_reason = f"timeout; unconfirmed counterexample at depth {depth}: {rep.detail}"
             left_ms = int((deadline - time.monotonic()) * 1000)
             if left_ms <= 0:
-                return {"answer": "unknown", "reason": f"timeout at depth {depth}",
-                        "next_depth": depth}
+                return stopped(f"timeout at depth {depth}")
         if enc.errors:
             s = z3.Solver()
             s.add(*enc.definitions)

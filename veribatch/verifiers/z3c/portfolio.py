@@ -353,7 +353,13 @@ def verify_text(
                 if ans == "error":
                     crashed.add(member)
                 if ans in ("unknown", "unsupported", "error"):
-                    reasons[member] = got.get("reason") or ans
+                    said = got.get("reason") or ans
+                    # a later slice that only ran out of time does not erase a trace an
+                    # earlier one found and gcc rejected
+                    before = reasons.get(member, "")
+                    if UNCONFIRMED not in said and UNCONFIRMED in before:
+                        said = f"{said}; earlier: {before[before.index(UNCONFIRMED):]}"
+                    reasons[member] = said
                     if ans != "unknown" or not _may_improve(got.get("reason")):
                         active.remove(member)
             if deadline - time.monotonic() < 0.05:
@@ -399,6 +405,9 @@ def _templates_round(text: str, data_model: str, members: tuple[str, ...]) -> in
     with engines.Z3_LOCK:
         _, enc = engines.spacer_program(text, data_model)
         return TEMPLATES_ROUND_POLY if templates.nonlinear(enc) else TEMPLATES_ROUND_LINEAR
+
+
+UNCONFIRMED = "unconfirmed counterexample"
 
 
 def _may_improve(reason: str | None) -> bool:
