@@ -92,3 +92,41 @@ def test_best_of_n_first_decisive_wins_and_the_rest_are_killed(z3, tmp_path: Pat
     )
 
     assert not [p for p in psutil.Process().children(recursive=True) if p.name() not in IDLE_NAMES]
+
+
+class _Counting:
+    """The real z3 verifier, counting the queries the scheduler has running at once (started,
+    and not yet seen finished by its poll)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.live, self.most, self.started = inner, 0, 0, 0
+
+    def start(self, query, limits, log_dir):
+        self.live += 1
+        self.started += 1
+        self.most = max(self.most, self.live)
+        running, outer = self.inner.start(query, limits, log_dir), self
+
+        class _Watched:
+            def poll(self):
+                res = running.poll()
+                if res is not None:
+                    outer.live -= 1
+                return res
+
+            def kill(self):
+                return running.kill()
+
+        return _Watched()
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_the_sequential_schedule_runs_a_query_per_baseline_core_set(z3, tmp_path: Path, slots: int) -> None:
+    """Too few CPUs for d_a ∥ d_b of every candidate: at most `slots` (the shard's CPUs / the
+    baseline's) queries at once, not all 2N, and each candidate still decided as in parallel."""
+    cands = [_candidate(tmp_path, "count_up.c", i, psi) for i, psi in enumerate(("x <= n", "x < n", "x >= 0"))]
+    counting = _Counting(z3)
+    run_candidates(counting, cands, Limits(wall_s=20.0), tmp_path / "logs", make_query=_query,
+                   sequential=True, slots=slots)
+    assert counting.started == 6 and counting.most == slots
+    assert [(c.decision, c.rule) for c in cands] == [("TRUE", "DEC-PROP"), ("UNKNOWN", "DEC-U"), ("TRUE", "DEC-PROP")]

@@ -223,3 +223,24 @@ def test_tiny_model_and_reference_arms_on_slurm(slurm_cluster: dict[str, str], t
         t2 = pd.read_csv(rd / "tables" / "table2_invbench_easy.csv")
         assert t2.loc[0, "covered"] == 20 and t2.loc[0, "missing"] == 0
         assert t2.loc[0, "arm"] == ("model" if arm == "model" else "verifier-invariant")
+
+
+def test_the_speedup_numerator_comes_from_the_timeout_source() -> None:
+    """timeout_source=reference cuts the queries at the published UAutomizer time; the speedup's
+    baseline time is then that time too, not this run's own baseline (another machine's)."""
+    from veribatch.tasks.base import Instance, RunConfig
+    from veribatch.tasks.invbench.stages import _decision_timeout, _speedup_numerator
+
+    inst = Instance(id="invbench/easy/p.c", task="invbench", split="easy", payload={}, meta={"reference_time_s": 12.0})
+    solved, unsolved = {"solved": True, "baseline_time_s": 3.0}, {"solved": False, "baseline_time_s": 600.0}
+    got = {}
+    for source in ("baseline", "reference", "budget"):
+        config = RunConfig(task="invbench", dataset="easy", dataset_hash="x", options={"budget_s": 600.0, "timeout_source": source})
+        for name, base in (("solved", solved), ("unsolved", unsolved)):
+            timeout, label = _decision_timeout(config, base, inst)
+            got[source, name] = (timeout, label, *_speedup_numerator(label, base, inst))
+    assert got["reference", "solved"] == (12.0, "reference", 12.0, "reference")
+    assert got["reference", "unsolved"] == (12.0, "reference", 12.0, "reference")
+    assert got["baseline", "solved"] == (3.0, "baseline", 3.0, "baseline")
+    assert got["baseline", "unsolved"] == (600.0, "budget-fallback", None, "baseline")
+    assert got["budget", "solved"] == (600.0, "budget", 3.0, "baseline")

@@ -128,6 +128,25 @@ def test_every_row_names_its_timeout_source(tmp_path: Path) -> None:
     assert "InvBench timing.json" in tables["table2_invbench_easy"].caption
 
 
+def test_correct_invariant_counts_the_instances_timed_at_a_solve_time(tmp_path: Path) -> None:
+    """Every instance of the paper was timed at UAutomizer's solve time; one whose baseline did
+    not solve it here got the whole budget for d_a (budget-fallback).  The paper's
+    % correct invariant leaves it out; ours (`_all`) counts it.  No speedup: 1.00× as printed."""
+    ids = [f"invbench/easy/p{i}.c" for i in range(4)]
+    verify = [{**_inst(ids[0], decision="UNKNOWN", speedup=None, correct=True, total=1.0), "timeout_source": "baseline"},
+              {**_inst(ids[1], decision="UNKNOWN", speedup=None, correct=False, total=1.0), "timeout_source": "baseline"},
+              {**_inst(ids[2], decision="UNKNOWN", speedup=None, correct=True, total=600.0, solved=False),
+               "timeout_source": "budget-fallback"},
+              {**_inst(ids[3], decision="UNKNOWN", speedup=None, correct=True, total=600.0, solved=False),
+               "timeout_source": "budget-fallback"}]
+    t = {t.key: t for t in build_tables(*_run(tmp_path, ids, verify, []))}["table2_invbench_easy"]
+    row = t.frame.iloc[0]
+    assert (row["pct_correct_invariant"], row["timed_at_solve"]) == (50.0, 2)
+    assert row["pct_correct_invariant_all"] == 75.0 and row["timeout_fallback"] == 2
+    assert row["speedup_gt1"] == 1.0 and row["pct_speedup"] == 0.0
+    assert t.samples["pct_correct_invariant"].mean() == 50.0  # the fallback instances are NaN there
+
+
 def test_table4_is_per_verifier_as_in_the_paper(tmp_path: Path) -> None:
     """Rows: the dataset's recorded (UAutomizer) times, the run's baseline verifier, its arm."""
     ids = [f"invbench/hard/p{i}.c" for i in range(4)]

@@ -123,15 +123,16 @@ def run_candidates(
     first_decisive_wins: bool = True,
     settle_invariants: bool = True,
     sequential: bool = False,
+    slots: int = 1,
     poll_s: float = 0.01,
 ) -> list[CandidateRun]:
     """Run d_a ∥ d_b for every candidate and apply `decide`; return the candidates, decided.
 
     `make_query(path)` builds the verifier query for one instrumented program.  With
-    `sequential` (a node with fewer CPUs than the parallel queries need) see
-    `_run_sequentially`."""
+    `sequential` (a node with fewer CPUs than the parallel queries need) at most `slots`
+    queries run at once, see `_run_sequentially`."""
     if sequential:
-        return _run_sequentially(verifier, candidates, limits, log_dir, make_query, poll_s)
+        return _run_sequentially(verifier, candidates, limits, log_dir, make_query, poll_s, slots)
     for run in candidates:
         for which, path in (("d_a", run.program_a), ("d_b", run.program_b)):
             qdir = log_dir / f"cand{run.index}_{which}"
@@ -197,25 +198,42 @@ def _settle(candidates: list[CandidateRun], poll_s: float) -> None:
 
 
 def _run_sequentially(verifier: Verifier, candidates: list[CandidateRun], limits: Limits, log_dir: Path,
-                      make_query: Callable[[Path], Any], poll_s: float) -> list[CandidateRun]:
-    """One query at a time, each with every CPU of the shard and the whole decision timeout —
-    what the baseline had — instead of 2N multi-core queries starving each other on too few
-    CPUs (UAutomizer's two JVMs on two cores: each cut at the solo baseline's time).
+                      make_query: Callable[[Path], Any], poll_s: float, slots: int = 1) -> list[CandidateRun]:
+    """At most `slots` queries at a time — the shard's CPUs divided by what one query (the
+    baseline) had — each with the whole decision timeout, instead of 2N multi-core queries
+    starving each other on too few CPUs (UAutomizer's two JVMs on two cores: each cut at the
+    solo baseline's time).  A query so gets about the CPUs the baseline had, not every CPU
+    of the shard (one JVM alone on 32 CPUs against a baseline on 2 would be faster than the
+    baseline for want of competition, not for its invariant).
 
-    d_b runs first (DEC-FALSE needs only it), then d_a (DEC-PROP needs it; after DEC-FALSE it
-    settles "% correct invariant" as in the parallel run).  The decision time is computed
-    from each query's own wall time exactly as for the parallel run (`_decision_time`: d_b
-    for DEC-FALSE, the slower of the two otherwise) — what d_a ∥ d_b takes on a node with a
-    core set for each, as in the paper.  Every candidate runs to its end (no kill); the
-    caller picks the fastest conclusive one, as the parallel run's first to decide."""
-    for run in candidates:
-        for which, path in (("d_b", run.program_b), ("d_a", run.program_a)):
+    Per candidate d_b is queued first (DEC-FALSE needs only it), then d_a (DEC-PROP needs
+    it; after DEC-FALSE it settles "% correct invariant" as in the parallel run).  The
+    decision time is computed from each query's own wall time exactly as for the parallel
+    run (`_decision_time`: d_b for DEC-FALSE, the slower of the two otherwise) — what
+    d_a ∥ d_b takes on a node with a core set for each, as in the paper.  Every candidate
+    runs to its end (no kill); the caller picks the fastest conclusive one, as the parallel
+    run's first to decide."""
+    queue = [(run, which, path) for run in candidates
+             for which, path in (("d_b", run.program_b), ("d_a", run.program_a))]
+    running: list[tuple[CandidateRun, str, RunningQuery]] = []
+    while queue or running:
+        while queue and len(running) < max(1, slots):
+            run, which, path = queue.pop(0)
             qdir = log_dir / f"cand{run.index}_{which}"
             qdir.mkdir(parents=True, exist_ok=True)
-            query = verifier.start(make_query(path), limits, qdir)
-            while (res := query.poll()) is None:
-                time.sleep(poll_s)
+            running.append((run, which, verifier.start(make_query(path), limits, qdir)))
+        progressed = False
+        for item in list(running):
+            run, which, query = item
+            res = query.poll()
+            if res is None:
+                continue
             setattr(run, which, res)
+            running.remove(item)
+            progressed = True
+        if running and not progressed:
+            time.sleep(poll_s)
+    for run in candidates:
         outcome = decide(run.status_a, run.status_b)
         assert outcome is not None  # both answers are in
         run.decision, run.rule = outcome

@@ -260,6 +260,14 @@ def _decision_timeout(config: RunConfig, base: Record, inst: Instance) -> tuple[
     return budget, "budget" if source == "budget" else "budget-fallback"
 
 
+def _speedup_numerator(timeout_source: str, base: Record, inst: Instance) -> tuple[float | None, str]:
+    """The speedup's baseline time, from the source the decision timeout came from: the
+    published time under ``reference``, else this run's baseline (None when unsolved)."""
+    if timeout_source == "reference":
+        return float(inst.meta["reference_time_s"]), "reference"
+    return (float(base["baseline_time_s"]) if base.get("solved") else None), "baseline"
+
+
 def _status_of(res: Any) -> str | None:
     if res is None:
         return None
@@ -376,16 +384,20 @@ def verify_instance(
         by_run[cand.index] = rec
     head["n_valid"] = len(runs)
     # d_a ∥ d_b as the paper ran them needs a core set per query, as many as the baseline
-    # had; with fewer (a laptop, the local executor's cap) the queries run one after the
-    # other, each with all of them (see `decision._run_sequentially`) — said in the record
-    needed = 2 * len(runs) * query_cores(config)
+    # had; with fewer (a laptop, the local executor's cap, N=16 on a 32-CPU shard) only as
+    # many queries run at once as the shard has core sets for — at least one — so that each
+    # has about the baseline's CPUs, not all of the shard's (`decision._run_sequentially`)
+    cores = query_cores(config)
+    needed = 2 * len(runs) * cores
     granted = granted_cpus()
     sequential = bool(runs) and granted < needed
-    head.update(cpus_needed=needed, cpus_granted=granted,
-                schedule="sequential" if sequential else "parallel")
+    slots = max(1, granted // cores)
+    head.update(cpus_needed=needed, cpus_granted=granted, cpus_per_query=cores,
+                schedule="sequential" if sequential else "parallel",
+                queries_at_once=min(slots, 2 * len(runs)) if sequential else 2 * len(runs))
     if runs:
         run_candidates(verifier, runs, _limits(config, timeout), work, make_query=_query,
-                       sequential=sequential)
+                       sequential=sequential, slots=slots)
     winner: CandidateRun | None = None
     for run in runs:
         rec = by_run[run.index]
@@ -416,8 +428,14 @@ def verify_instance(
     # Undecided: every candidate ran to its end, so the instance took as long as the slowest.
     chosen = winner or max(runs, key=lambda r: r.decision_time_s or 0.0)
     total = generation_time + float(chosen.decision_time_s or 0.0)
-    # §4: speedup = baseline time / (this instance's generation time + its decision time)
-    speedup = baseline_time / total if decided and head["baseline_solved"] and total > 0 else None
+    # §4: speedup = baseline time / (this instance's generation time + its decision time).
+    # The baseline time comes from where the decision timeout came from: with
+    # timeout_source=reference both are the published UAutomizer time (queries cut at one
+    # machine's time are not compared with another's); this run's own baseline is kept beside
+    numerator, numerator_source = _speedup_numerator(timeout_source, base, inst)
+    speedup = numerator / total if decided and numerator is not None and total > 0 else None
+    own = baseline_time / total if decided and head["baseline_solved"] and total > 0 else None
+    head.update(speedup_baseline_source=numerator_source, speedup_vs_run_baseline=own)
     head.update(
         status="decided" if decided else "undecided",
         decision=chosen.decision if decided else "UNKNOWN",
