@@ -21,6 +21,7 @@ columns are documented in docs/refute.md.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,13 @@ SEARCH_ARMS = ("randsearch", "randsearch-oracle", "blind-random", "fuzzer-random
 PROMPTING_AGENTIC_ARMS = ("zero-shot", "few-shot", "agentic", "agentic-few-shot")
 """§4.3's "previous prompting and agentic strategies": the non-oracle arms that the search arms'
 distinct invalidated submissions are counted against."""
-POOLED = "(pooled)"
+POOLED = "(pooled §5)"
+"""§5 Fig. 4's pool: "average success ... of the best two models, R1 and o3-mini (high), across
+prompting (Zero-shot, Few-shot), agentic (with and without demos) and search strategies"."""
+POOLED_ALL = "(pooled, every arm)"
+"""Ours, named: every model x arm of the runs given, oracle and reference rows included."""
+PAPER_POOL_ARMS = ("zero-shot", "few-shot", "agentic", "agentic-few-shot", "randsearch")
+PAPER_POOL_MODELS = re.compile(r"deepseek-r1|(?<![a-z0-9])r1(?![a-z0-9])|o3-mini", re.IGNORECASE)
 
 
 def attempts(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -163,10 +170,22 @@ def _reason_counts(att: pd.DataFrame, reasons: tuple[str, ...] | None, key: str,
         caption=caption)
 
 
+def paper_pool(att: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The attempts §5 pooled — its strategies (`PAPER_POOL_ARMS`) of R1 and o3-mini — and the
+    models pooled, in words.  Runs of neither model pool the §5 strategies of the models given
+    (the row's model column names them)."""
+    part = att[att["arm"].isin(PAPER_POOL_ARMS)]
+    models = sorted({str(m) for m in part["model"].dropna()})
+    paper = [m for m in models if PAPER_POOL_MODELS.search(m.split(":", 1)[-1])]
+    if paper:
+        part, models = part[part["model"].astype(str).isin(paper)], paper
+    return part, ", ".join(models)
+
+
 def _bucket_rows(att: pd.DataFrame, attr: str, problems: pd.DataFrame,
-                 pooled: bool = False) -> list[dict[str, Any]]:
-    """Per (model, arm), or with `pooled` one row per bucket over every (model, arm, problem)
-    — §5's "average success ... across prompting, agentic and search strategies"."""
+                 pooled: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+    """Per (model, arm), or with `pooled` = (model, arm) labels one row per bucket over every
+    (model, arm, problem) of `att` — §5's "average success ... across strategies"."""
     vals = pd.to_numeric(problems[attr], errors="coerce")
     known = problems[vals.notna()]
     if known.empty:
@@ -182,7 +201,7 @@ def _bucket_rows(att: pd.DataFrame, attr: str, problems: pd.DataFrame,
     groups: dict[tuple[str, str], dict[Any, list[bool]]] = {}
     for (model, arm), g in att.groupby(["model", "arm"], dropna=False):
         solved = g.groupby("instance_id")["outcome"].agg(lambda s: bool((s == "success").any()))
-        by = groups.setdefault((POOLED, POOLED) if pooled else (model, arm), {})
+        by = groups.setdefault(pooled if pooled else (model, arm), {})
         for iid, ok in solved.items():
             if iid in label:
                 by.setdefault(label[iid], []).append(bool(ok))
@@ -202,8 +221,12 @@ def buckets_table(att: pd.DataFrame, sampled: bool, key: str = "refute_buckets",
     problems = att.drop_duplicates("instance_id")
     rows = [r for attr in BUCKET_ATTRS if attr in att for r in _bucket_rows(att, attr, problems)]
     if pooled:
-        rows += [r for attr in BUCKET_ATTRS if attr in att
-                 for r in _bucket_rows(att, attr, problems, pooled=True)]
+        # buckets cut on the problems of all runs; the §5 pool, then ours (every arm) beside
+        paper, models = paper_pool(att)
+        for part, label in ((paper, (f"{POOLED}: {models}", POOLED)), (att, (POOLED_ALL, POOLED_ALL))):
+            if len(part):
+                rows += [r for attr in BUCKET_ATTRS if attr in att
+                         for r in _bucket_rows(part, attr, problems, pooled=label)]
     return Table(
         key=key,
         title="REFUTE Fig. 4: success by problem rating, author rating and failing test number",
@@ -215,7 +238,10 @@ def buckets_table(att: pd.DataFrame, sampled: bool, key: str = "refute_buckets",
                     y_label="success rate (% of problems)"),) if rows else (),
         caption=("Five percentile buckets of the problems per attribute (fewer when values "
                  "repeat); success_rate: problems solved / problems in the bucket. Rows "
-                 f"'{POOLED}' (across runs): every model x strategy x problem of the bucket "
+                 f"'{POOLED}' (across runs): as §5, R1 and o3-mini (where the runs have them; else "
+                 "the models named in the row) x zero-shot, few-shot, agentic, agentic-few-shot and "
+                 f"randsearch x problem of the bucket; '{POOLED_ALL}' (ours): every model x arm, "
+                 "oracle and reference rows included; "
                  "together, as §5 averages over strategies; covered counts those pairs."),
     )
 

@@ -159,3 +159,23 @@ def test_run_identity_and_reasoning_budget(prompts_server: Path) -> None:
     assert forced.config.sampling["max_tokens"] == REASONING_MAX_TOKENS
     kept = plan_run("refute", model="openai:o3-mini", limit=1, sampling={"max_tokens": 9000})
     assert kept.config.sampling["max_tokens"] == 9000
+
+
+def test_sampling_is_the_harness_s(prompts_server: Path) -> None:
+    """utils/get_model_client.py: chat models at temperature 0.2, top_p 0.95, no token cap (here
+    8192: the paper's chat models' maximum output), one sample too; R1 and o3-mini at the
+    providers' defaults (temperature 1, top_p 1) with 50000 tokens.  A given temperature stays."""
+    from veribatch.launch.run_control import plan_run
+    from veribatch.tasks.sampling import sampling_for
+
+    def got(model: str, **kw):
+        s = plan_run("refute", model=model, limit=1, **kw).config.sampling
+        return s["temperature"], s["top_p"], s["max_tokens"]
+
+    assert got("openai:deepseek-v3") == (0.2, 0.95, 8192) == (0.2, 0.95, MAX_TOKENS)
+    assert got("openai:deepseek/deepseek-r1") == got("openai:o3-mini") == (1.0, 1.0, REASONING_MAX_TOKENS)
+    assert got("openai:my-thinker", options=["reasoning=true"]) == (1.0, 1.0, REASONING_MAX_TOKENS)
+    assert got("openai:deepseek-v3", sampling={"temperature": 0.0}) == (0.0, 0.95, 8192)
+    config = plan_run("refute", model="openai:deepseek-v3", limit=1).config
+    engine = sampling_for(config, MAX_TOKENS)
+    assert (engine.n, engine.temperature, engine.top_p, engine.max_tokens) == (1, 0.2, 0.95, 8192)

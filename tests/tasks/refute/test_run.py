@@ -120,9 +120,10 @@ def tiny_model(train_tiny_model) -> Path:
 
 def _model_run(tmp_path: Path, model: str, strategy: str, dataset: str | None = None,
                limit: int | None = None, options: tuple[str, ...] = ("prompts=veribatch",)):
-    """A model run; the shared tiny model learned our own templates (the named variant)."""
+    """A model run; the shared tiny model learned our own templates (the named variant).
+    Greedy (the harness's 0.2 is the default): the tiny model's answers are what is tested."""
     plan = plan_run("refute", dataset=dataset, model=model, strategy=strategy, limit=limit,
-                    options=[*FAST, *options], sampling={"max_tokens": tiny.MAX_TOKENS})
+                    options=[*FAST, *options], sampling={"max_tokens": tiny.MAX_TOKENS, "temperature": 0.0})
     out = launch_run(plan, tmp_path / strategy, ExecChoice("local", workers=1), progress=False)
     assert out.ok, out
     return plan, out
@@ -217,7 +218,7 @@ def test_tiny_model_with_the_authors_templates(tmp_path: Path, prompts_server: P
     assert version.startswith("authors@c3d9e6f:") and plan.config.options["prompts"] == "authors"
     assert plan.run_id != plan_run("refute", dataset=dataset, model=f"hf:{model}", strategy="zero-shot",
                                    options=[*FAST, "system_role=false", "prompts=veribatch"],
-                                   sampling={"max_tokens": tiny.MAX_TOKENS}).run_id
+                                   sampling={"max_tokens": tiny.MAX_TOKENS, "temperature": 0.0}).run_id
     _, stages = load_run(out.rd.root)
     assert set(stages["generate"].frame["prompt_version"]) == {version}
     z = _judge(out.rd.root).iloc[0]

@@ -138,12 +138,33 @@ def test_compare_pools_rating_buckets_across_runs(run_dir: Path) -> None:
     b = [_rec(i, "randsearch", "success" if k in (0, 9) else "failure", "differs") for k, i in enumerate(IDS)]
     t = {x.key: x for x in compare_runs([("r1", {}, {"judge": pd.DataFrame(a)}),
                                          ("r2", {}, {"judge": pd.DataFrame(b)})])}["refute_compare_buckets"].frame
-    pooled = t[(t["arm"] == "(pooled)") & (t["attribute"] == "problem_rating")].set_index("bucket")
+    pooled = t[(t["arm"] == "(pooled §5)") & (t["attribute"] == "problem_rating")].set_index("bucket")
     assert list(pooled.index) == [1, 2, 3, 4, 5] and set(pooled["covered"]) == {4}  # 2 problems x 2 arms
+    assert set(pooled["model"]) == {"(pooled §5): m"}  # no R1 or o3-mini run: the models given
     # bucket 1 = P0, P1: zero-shot solved both, randsearch P0 → 3 of 4
     assert pooled.loc[1, "success_rate"] == 75.0 and pooled.loc[5, "success_rate"] == 25.0
     per_arm = t[(t["arm"] == "zero-shot") & (t["attribute"] == "problem_rating")]
     assert per_arm.set_index("bucket").loc[1, "success_rate"] == 100.0
+
+
+def test_the_pooled_rows_pool_what_section_5_pooled(run_dir: Path) -> None:
+    """§5 Fig. 4 pools R1 and o3-mini on prompting, agentic and search strategies only; every
+    arm of every run (oracle, reference rows, other models) is a second row of its own."""
+    r1 = [_rec(i, "zero-shot", "failure", "same_output", model="openai:deepseek/deepseek-r1") for i in IDS]
+    o3 = [_rec(i, "randsearch", "success" if k < 5 else "failure", "differs", model="openai:o3-mini")
+          for k, i in enumerate(IDS)]
+    oracle = [_rec(i, "oracle", "success", "differs", model="openai:o3-mini") for i in IDS]
+    other = [_rec(i, "few-shot", "success", "differs", model="openai:deepseek-v3") for i in IDS]
+    blind = [{**_rec(i, "blind-random", "success", "differs"), "model": "reference (no model)"} for i in IDS]
+    runs = [(str(k), {}, {"judge": pd.DataFrame(r)}) for k, r in enumerate((r1, o3, oracle, other, blind))]
+    t = {x.key: x for x in compare_runs(runs)}["refute_compare_buckets"].frame
+    t = t[t["attribute"] == "problem_rating"]
+    paper = t[t["arm"] == "(pooled §5)"].set_index("bucket")
+    assert set(paper["model"]) == {"(pooled §5): openai:deepseek/deepseek-r1, openai:o3-mini"}
+    assert set(paper["covered"]) == {4}  # 2 problems x (R1 zero-shot, o3-mini randsearch)
+    assert paper["solved"].sum() == 5  # o3-mini's randsearch on P0-P4; R1 none
+    wide = t[t["arm"] == "(pooled, every arm)"].set_index("bucket")
+    assert set(wide["covered"]) == {10} and wide["solved"].sum() == 5 + 3 * len(IDS)
 
 
 def test_truncations_are_counted_apart(run_dir: Path) -> None:

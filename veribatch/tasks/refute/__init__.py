@@ -31,6 +31,13 @@ REASONING_NAME = re.compile(
     r"r1-distill|qwq|thinking|reasoner|gpt-oss|magistral|qwen3", re.IGNORECASE)
 REASONING_MAX_TOKENS = 50000
 
+# The harness's sampling (utils/get_model_client.py): chat models through ChatOpenAI with
+# temperature 0.2 and top_p 0.95, whatever the number of samples (so a one-sample run here is
+# sampled too, seed recorded, not greedy); R1 and o3-mini with neither set, i.e. the providers'
+# defaults — temperature 1 and top_p 1 for OpenAI's and DeepSeek's APIs (o-series models accept
+# no other).  A value the user gives (`--temperature`) is kept.
+HARNESS_SAMPLING = {False: {"temperature": 0.2, "top_p": 0.95}, True: {"temperature": 1.0, "top_p": 1.0}}
+
 # Limits per dataset when the user sets none.  The hub data gets the paper's/harness's:
 # RandSearch 2 min (§4.3), the §4.1 filter 1 min, 20 s per run, 1 min for the model's program.
 # The shipped sample's problems are tiny, and `launch refute` must finish in minutes on a
@@ -104,7 +111,10 @@ class RefuteTask(Task):
         if o["sandbox"] not in ("auto", "bwrap", "apptainer", "unsafe"):
             raise ValueError(f"sandbox={o['sandbox']!r}: expected auto, bwrap, apptainer or unsafe")
         o["reasoning"] = resolve_reasoning(o.get("reasoning"), config.model)
-        config = resolve_samples(replace(config, options=o, sampling=_budget(config, o["reasoning"])))
+        sampling = _budget(config, o["reasoning"])
+        if config.model is not None:
+            sampling = {**HARNESS_SAMPLING[o["reasoning"]], **sampling}
+        config = resolve_samples(replace(config, options=o, sampling=sampling))
         # the node's refusal first: it needs no network, and no template makes it go away
         if o["sandbox"] == "auto":
             from veribatch.tasks.refute.problem import sandbox

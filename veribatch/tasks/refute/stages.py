@@ -76,8 +76,12 @@ def blind_arm(inst: Instance) -> str:
 
 # ---------------------------------------------------------------- generate
 
-MAX_TOKENS = 2048  # a chat model run's default answer budget (`RefuteTask.default_sampling`;
-# reasoning models get `tasks.refute.REASONING_MAX_TOKENS`)
+MAX_TOKENS = 8192
+"""A chat model run's default answer budget (`RefuteTask.default_sampling`; reasoning models
+get `tasks.refute.REASONING_MAX_TOKENS`).  The harness set no cap for chat models: the
+providers' maximum output for the paper's two (Claude 3.5 Sonnet, DeepSeek V3) is 8192
+tokens, so this cap binds no answer they could give; 2048 cut RandSearch answers (a brute
+force and a generator) short.  The engine interface needs a number."""
 
 
 class RefuteGenerate(Generate):
