@@ -33,15 +33,15 @@ EXPECTED: dict[str, tuple[str | None, list[str]]] = {
     "index_out_of_range": (MI, [MI]),
     "invariant_maintained": (IN, [IN, IN]),
     "termination": (IN, [IN]),
-    "decreases": (IN, [IN]),
-    "multiple_errors": (IN, [IN, FR, FR, MI, MI]),
+    "decreases": (MI, [MI]),  # a measure given that does not decrease: §1(ii)
+    "multiple_errors": (MI, [MI, FR, FR, MI, MI]),
     "custom_error_attr": (OT, [OT, OT, OT, FR, FR, FR, MI, IN, IN]),
     "default_snippets": (MI, [MI, FR]),
     "parse_error_resolve": (OT, [OT]),
     "parse_error_verify": (OT, [OT] * 3),
     "parse_function_method": (OT, [OT] * 2),
     "resolution_type_error": (OT, [OT] * 3),
-    "resolution_method_in_expr": (OT, [OT] * 3),
+    "resolution_method_in_expr": (MI, [MI, MI, OT]),  # App. H.4; the unresolved identifier: Other
     "timeout": (OT, [OT]),
     "out_of_resource": (OT, [OT]),
     "assume_warning": (None, []),

@@ -25,7 +25,7 @@ import hashlib
 import json
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -232,7 +232,7 @@ def outcome_of(integrity: str | None, checked: dict[str, Any]) -> str:
     return "failed" if checked["verify_status"] == "FALSE" else "undecided"
 
 
-def _contradictions(program: str, checked: dict[str, Any]) -> Counter[str]:
+def _contradictions(program: str, checked: Mapping[str, Any]) -> Counter[str]:
     """Dafny's contradictory-assumption warnings per declaration of `program`."""
     from veribatch.tasks.dafnycomp.strength import declarations_hit
 
@@ -249,15 +249,15 @@ class _Original:
         self._counts: Counter[str] | None = None
 
     def contradictions(self) -> Counter[str]:
-        from veribatch.tasks.dafnycomp.checker import check_program
+        from veribatch.tasks.dafnycomp.checker import contradiction_check
 
         if self._counts is None:
             program = self.inst.payload["program"]
             work = self.ctx.scratch_dir() / "verify" / instance_dirname(self.inst.id) / "original-program"
             work.mkdir(parents=True, exist_ok=True)
             (work / PROGRAM_FILE).write_text(program)
-            self._counts = _contradictions(program, check_program(work / PROGRAM_FILE, self.ctx.config,
-                                                                  self.verifier, work))
+            self._counts = _contradictions(program, contradiction_check(work / PROGRAM_FILE, self.ctx.config,
+                                                                        self.verifier, work))
         return self._counts
 
 
@@ -284,9 +284,10 @@ def _strength(inst: Instance, candidate: str, work: Path, ctx: StageContext, ver
 def verify_candidate(inst: Instance, crec: Record, ctx: StageContext, verifier: Any,
                      original: _Original | None = None) -> Record:
     """Dafny's verdict on one candidate under both protocols: paper (Dafny alone: parses,
-    verifies) and strict (also the integrity check, no contradictory assumptions beyond the
-    original's, and — a column of its own — contracts as strong as the original's)."""
-    from veribatch.tasks.dafnycomp.checker import check_program
+    verifies with plain `dafny verify`) and strict (also the integrity check, the same verdict
+    with Dafny's contradictory-assumption warnings on and none beyond the original's, and — a
+    column of its own — contracts as strong as the original's)."""
+    from veribatch.tasks.dafnycomp.checker import check_program, contradiction_check
 
     rec: Record = {k: crec.get(k) for k in _CARRIED}
     if crec.get("check_status") != "ready":
@@ -298,7 +299,10 @@ def verify_candidate(inst: Instance, crec: Record, ctx: StageContext, verifier: 
     path.write_text(crec["candidate"])
     checked = check_program(path, ctx.config, verifier, work)
     integrity, kinds = crec.get("integrity"), json.loads(crec.get("integrity_kinds") or "[]")
-    contra = _contradictions(crec["candidate"], checked)
+    # the flagged run only where it can change the strict verdict: verified and honest so far
+    strict: dict[str, Any] = (contradiction_check(path, ctx.config, verifier, work)
+                              if checked["dafny_verified"] and integrity == "ok" else {})
+    contra = _contradictions(crec["candidate"], strict)
     if contra and integrity == "ok":
         from veribatch.tasks.dafnycomp.strength import newly_vacuous
 
@@ -309,10 +313,11 @@ def verify_candidate(inst: Instance, crec: Record, ctx: StageContext, verifier: 
     rec["integrity"], rec["integrity_kinds"] = integrity, json.dumps(kinds)
     honest = integrity == "ok"
     rec.update(checked)
+    rec.update(strict)
     rec.update(
         outcome=outcome_of(integrity, checked),
         syntax_correct=bool(checked["syntax_ok"] and honest),
-        verified=bool(checked["dafny_verified"] and honest),
+        verified=bool(checked["dafny_verified"] and honest and strict.get("strict_dafny_verified", True)),
         failure_mode=checked["dafny_failure_mode"] if honest else None,
     )
     if rec["verified"] and ctx.config.options.get("strength", True) not in (False, "false", "0", "off"):
