@@ -106,6 +106,8 @@ def test_failure_modes_by_hand() -> None:
                                  "reasoning_instability", "other"]
     assert paper["pct_of_failed"].sum() == 100.0 and set(paper["failed"]) == {5}
     assert paper.loc["other", "candidates"] == 2  # the cheat (Dafny: other) and the no-program answer
+    # the paper's Table 2 beside ours (its 353, 195, 127, 225 of 900)
+    assert paper["paper_pct_of_failed"].tolist() == [39.2, 21.7, 14.1, 25.0]
     f = t2.frame[t2.frame["protocol"] == "strict"].set_index("failure_mode")
     assert set(f["failed"]) == {5}
     assert f.loc["specification_fragility", "candidates"] == 2
