@@ -3,7 +3,9 @@
 ``launch <task> --n K`` and ``-o n_samples=K`` are one knob, kept as the task option
 ``n_samples`` so the run id carries it once; when the user gives no temperature, a model
 run records one explicitly — greedy for one sample, 0.7 for several (the papers'
-Best-of-N and pass@k settings) — so a changed default can never reuse an old run.
+Best-of-N and pass@k settings) — so a changed default can never reuse an old run.  A task
+whose paper fixes its own sampling sets it first, in its `resolve_config` (REFUTE: the
+authors' harness's 0.2 / top_p 0.95 for chat models), and this rule leaves it alone.
 """
 
 from __future__ import annotations
