@@ -120,7 +120,7 @@ def speedup_row(rows: pd.DataFrame) -> dict[str, Any]:
         # instances whose decision timeout fell back to the budget (unsolved baseline,
         # or no recorded reference time)
         "timeout_fallback": int((column(rows, "timeout_source", "") == "budget-fallback").sum()),
-        # instances whose d_a/d_b ran one after the other: the node had fewer CPUs than d_a ∥ d_b need
+        # instances whose queries ran a few at a time: the node had fewer CPUs than d_a ∥ d_b need
         "sequential": int((column(rows, "schedule", "") == "sequential").sum()),
     }
 
@@ -198,9 +198,9 @@ def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame
                 "cases (1.00× where there is none, as the paper prints); Speedup_all: mean over covered instances with non-speedups counted as 1, "
                 f"{SPEEDUP_ALL_NOTE} "
                 f"Decision timeouts — {timeout_label(manifest)} (timeout_fallback: instances that "
-                "got the budget instead; sequential: instances whose d_a and d_b ran one after the other, "
-                "each with the shard's CPUs, because it had fewer than d_a ∥ d_b need — decision "
-                "time as if in parallel). Arm 'verifier-invariant' feeds back verifier invariants "
+                "got the budget instead; sequential: instances whose queries ran as many at a time as "
+                "the shard had baseline-sized CPU sets for, because it had fewer than d_a ∥ d_b of "
+                "every candidate need — decision time as if in parallel). Arm 'verifier-invariant' feeds back verifier invariants "
                 "(§5.4), all of a program's together, with generation time 0; it is not model "
                 "output. Instances the baseline did not solve have no speedup."
             ),
