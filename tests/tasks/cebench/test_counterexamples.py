@@ -159,7 +159,7 @@ def test_states_do_not_depend_on_what_the_process_solved_before(lam4inv_root: Pa
     before: the states it collects must be the same (Z3's models follow its history).
     Program 1 guards the OMT states (SAT_Pre/UNSAT_Pre); program 23 the Inductive ones, whose
     consecution models came from the shared context before the fix — collected again after
-    programs 24-26, 10 of its 15 Inductive states were other states then."""
+    programs 24-26, 3 of its 12 Inductive states were other states then (and 11, not 12)."""
 
     def states(got):
         return sorted((c.category, c.key(), json.dumps(c.origins, sort_keys=True)) for c in got.counterexamples)
