@@ -44,7 +44,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from veribatch.tasks.dafnycomp.contracts import Judge, is_decreases_star
+from veribatch.tasks.dafnycomp.contracts import Answer, Judge, is_decreases_star
+from veribatch.tasks.dafnycomp.expressions import FunctionDef, definitions, recursive
 from veribatch.tasks.dafnycomp.syntax import (
     DafnySyntaxError,
     Declaration,
@@ -56,7 +57,7 @@ from veribatch.tasks.dafnycomp.syntax import (
     tokenize,
 )
 
-INTEGRITY_VERSION = "dafnycomp-integrity-v2-strict"
+INTEGRITY_VERSION = "dafnycomp-integrity-v3-through-helpers"
 
 CHEAT_KINDS: dict[str, str] = {
     "assume": "more `assume` statements than the original",
@@ -298,19 +299,44 @@ def _requires(d: Declaration) -> list[str]:
     return [re.sub(r"\s+", " ", c.text) for c in d.clauses if c.keyword == "requires"]
 
 
-@functools.lru_cache(maxsize=4096)
 def _vacuous(d: Declaration) -> bool:
+    """The requires of `d` cannot all hold, read without the program's definitions."""
     return Judge(d).vacuous()
 
 
+@functools.lru_cache(maxsize=256)
+def _definitions(text: str) -> tuple[dict[str, FunctionDef], frozenset[str]]:
+    defs = definitions(text, declarations(text, tokenize(text, comments=False)))
+    return defs, recursive(defs)
+
+
 @functools.lru_cache(maxsize=4096)
-def _says_something(d: Declaration) -> bool:
-    judge = Judge(d)
-    return any(not judge.trivially_true(c) for c in d.clauses if c.keyword in ("requires", "ensures"))
+def _vacuity(d: Declaration, text: str) -> Answer:
+    """Whether `d`'s requires can all hold, through the functions and predicates of the
+    program `text` (a helper that is `false` is seen as `false`)."""
+    return Judge(d, *_definitions(text)).vacuity()
 
 
-def _has_spec(p: _Program) -> bool:
-    return any(_says_something(d) for d in p.decls)
+@functools.lru_cache(maxsize=1024)
+def _spec(text: str) -> Answer:
+    """Whether some requires/ensures of the program says something: ``says`` (one is not
+    valid, decided), ``trivial`` (every one is valid: absent, ``true``, or a helper that
+    unfolds to ``true``) or ``unknown`` (none decided to say something, some undecided)."""
+    defs, rec = _definitions(text)
+    slow = re.compile(r"\b(forall|exists|" + "|".join(map(re.escape, rec)) + r")\b" if rec else r"\b(forall|exists)\b")
+    clauses = [(d, c) for d in declarations(text, tokenize(text, comments=False))
+               for c in d.clauses if c.keyword in ("requires", "ensures")]
+    clauses.sort(key=lambda dc: bool(slow.search(dc[1].text)))  # z3 answers these first, fast
+    judges: dict[Declaration, Judge] = {}
+    unknown: list[str] = []
+    for d, c in clauses:
+        judge = judges.setdefault(d, Judge(d, defs, rec))
+        got = judge.triviality(c)
+        if got.verdict == "says":
+            return got
+        if got.verdict == "unknown":
+            unknown.append(f"{d.name}: {got.why}")
+    return Answer("unknown", "; ".join(unknown)) if unknown else Answer("trivial")
 
 
 def _signature(d: Declaration) -> tuple[str, str]:
@@ -332,6 +358,7 @@ def check(original: str, candidate: str) -> Integrity:
     kinds: set[str] = set()
     notes: set[str] = set()
     details: list[str] = []
+    undecided: list[str] = []  # questions z3 could not settle: unchecked unless a cheat is found
 
     def flag(kind: str, detail: str) -> None:
         kinds.add(kind)
@@ -389,8 +416,12 @@ def check(original: str, candidate: str) -> Integrity:
                 notes.add("proof_annotations")
         if any(is_decreases_star(c) for c in cd.clauses) and not any(is_decreases_star(c) for c in od.clauses):
             flag("decreases_star", f"decreases * on {name}")
-        if _requires(cd) != _requires(od) and _vacuous(cd) and not _vacuous(od):
-            flag("vacuous", f"the requires clauses of {name} cannot all hold")
+        if _requires(cd) != _requires(od):
+            vac = _vacuity(cd, candidate)
+            if vac.verdict == "vacuous" and _vacuity(od, original).verdict != "vacuous":
+                flag("vacuous", f"the requires clauses of {name} cannot all hold")
+            elif vac.verdict == "unknown":
+                undecided.append(f"whether the requires of {name} can all hold: {vac.why}")
     for name in added:
         cd = c_by[name]
         if any(is_decreases_star(c) for c in cd.clauses):
@@ -400,8 +431,14 @@ def check(original: str, candidate: str) -> Integrity:
         flag("program_changed", "text outside the declarations differs")
     elif c_wrapped:
         notes.add("module_wrapped")
-    if _has_spec(orig) and not _has_spec(cand):
-        flag("trivial_spec", "no requires/ensures with content")
+    if _spec(original).verdict != "trivial":
+        spec = _spec(candidate)
+        if spec.verdict == "trivial":
+            flag("trivial_spec", "no requires/ensures with content")
+        elif spec.verdict == "unknown":
+            undecided.append(f"whether any requires/ensures says something: {spec.why}")
     if kinds:
         return Integrity("cheat", tuple(sorted(kinds)), tuple(details), tuple(sorted(notes)))
+    if undecided:
+        return Integrity("unchecked", (), tuple(undecided), tuple(sorted(notes)))
     return Integrity("ok", notes=tuple(sorted(notes)))
