@@ -110,6 +110,7 @@ class _Program:
     starts: list[int]            # token start offsets, for bisection
 
 
+@functools.lru_cache(maxsize=256)
 def _read(text: str) -> _Program:
     tokens = tokenize(text, comments=False)
     return _Program(text, tokens, declarations(text, tokens), [t.start for t in tokens])
@@ -306,7 +307,7 @@ def _vacuous(d: Declaration) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _definitions(text: str) -> tuple[dict[str, FunctionDef], frozenset[str]]:
-    defs = definitions(text, declarations(text, tokenize(text, comments=False)))
+    defs = definitions(text, _read(text).decls)
     return defs, recursive(defs)
 
 
@@ -324,7 +325,7 @@ def _spec(text: str) -> Answer:
     unfolds to ``true``) or ``unknown`` (none decided to say something, some undecided)."""
     defs, rec = _definitions(text)
     slow = re.compile(r"\b(forall|exists|" + "|".join(map(re.escape, rec)) + r")\b" if rec else r"\b(forall|exists)\b")
-    clauses = [(d, c) for d in declarations(text, tokenize(text, comments=False))
+    clauses = [(d, c) for d in _read(text).decls
                for c in d.clauses if c.keyword in ("requires", "ensures")]
     clauses.sort(key=lambda dc: bool(slow.search(dc[1].text)))  # z3 answers these first, fast
     judges: dict[Declaration, Judge] = {}
