@@ -13,7 +13,8 @@ outside them is a well-formedness error Dafny reports anyway.
 The fragment: integer, boolean and char literals (a char is its code point), parameters of
 type ``int``/``nat``/``bool``/``char``, sequences, strings and one-dimensional arrays of
 those (a length and an element array, each element in its type's range: ``|s|``,
-``a.Length``, ``s[i]``, displays, ``x in s``), ``+ - * / %`` (Euclidean in both), comparisons and chains, ``! && || ==> <== <==>``,
+``a.Length``, ``s[i]``, displays, ``x in s``; of other elements, only the length),
+``+ - * / %`` (Euclidean in both), comparisons and chains, ``! && || ==> <== <==>``,
 ``if-then-else``, ``var x := e; body``, ``as int``/``as char``, quantifiers over
 int/nat/char/bool variables (``forall i, j: int | range :: body``, ``exists``) and calls as
 above.  Anything else (slices, ``old``, ``fresh``, sets and multisets beyond a display,
@@ -47,7 +48,7 @@ class SeqTerm:
 
     length: Any
     elems: Any
-    elem: str  # int | nat | bool | char
+    elem: str  # int | nat | bool | char | other (only the length is read)
 
 
 def scalar_type(ty: str) -> str | None:
@@ -63,7 +64,10 @@ def value_type(ty: str) -> tuple[str, str] | None:
     if ty == "string":
         return ("seq", "char")
     m = _SEQ.match(ty)
-    return ("seq", m.group(2)) if m else None
+    if m:
+        return ("seq", m.group(2))
+    # other element types: the length is read, an element is opaque
+    return ("seq", "other") if re.match(r"^(seq|array)\s*<.+>$", ty) else None
 
 
 def _sort(elem: str) -> Any:
@@ -374,8 +378,8 @@ class _Parser:
                 if self.peek() != "]":
                     raise Opaque(f"[... {self.peek()}")  # slices, updates, 2-D indexing
                 self.i += 1
-                if not isinstance(e, SeqTerm):
-                    raise Opaque("indexing a non-sequence")
+                if not isinstance(e, SeqTerm) or e.elem == "other":
+                    raise Opaque("indexing a non-sequence, or one of elements outside the fragment")
                 import z3
                 e = z3.Select(e.elems, _int(idx))
             elif self.peek() == "." and self.peek(1) != ".":
@@ -540,8 +544,8 @@ def _compare(o: str, a: Any, b: Any) -> Any:
 
 def _member(x: Any, s: Any) -> Any:
     import z3
-    if not isinstance(s, SeqTerm):
-        raise Opaque("`in` outside a sequence")
+    if not isinstance(s, SeqTerm) or s.elem == "other":
+        raise Opaque("`in` outside a sequence of the fragment")
     k = z3.Int(f"in!{next(_fresh)}")
     return z3.Exists([k], z3.And(k >= 0, k < s.length, z3.Select(s.elems, k) == _scalar(x)))
 

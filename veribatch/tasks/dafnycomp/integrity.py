@@ -15,9 +15,12 @@ a proof.  Refused (`CHEAT_KINDS`):
 - a different program: a declaration removed or renamed, a changed signature (attributes
   aside), an implementation change in a body, other text outside the declarations;
 - a contract that makes the proof vacuous or empty: ``requires`` that cannot all hold
-  (``false``, ``0 > 1``, ``x > 10`` with ``x < 5``; z3 in the arithmetic fragment, see
-  `contracts`) where the original's can, or no ``requires``/``ensures`` that says anything
-  (``true``, ``1 > 0``, ``true && true``, ``x == x``) where the original has some.
+  (``false``, ``0 > 1``, ``x > 10`` with ``x < 5``, ``forall k :: k < x``, a helper
+  predicate whose body is false, a helper function whose value breaks a required equation)
+  where the original's can, or no ``requires``/``ensures`` that says anything (``true``,
+  ``1 > 0``, ``x == x``, a helper predicate that is true) where the original has some.  z3
+  decides, through the program's functions and predicates (`contracts`, `expressions`):
+  a helper is read for what it says, not for its name.
 
 Allowed, as the paper allows them (recorded as ``notes``): added or changed loop
 invariants, loop ``decreases``/``modifies``, ``assert`` (also ``assert ... by {...}``),
@@ -31,9 +34,12 @@ used contradictory assumptions by Dafny's ``--warn-contradictory-assumptions`` (
 stage): neither can be decided from the text in general.
 
 Constructs the original itself uses (several DafnyComp programs contain ``assume
-{:axiom}`` or ``decreases *``) are allowed up to the original's count.  A program the
-scanner cannot read is ``unchecked``: not trusted under the strict protocol, while Dafny's
-verdict on it still counts under the paper's.
+{:axiom}`` or ``decreases *``) are allowed up to the original's count.  ``unchecked``: not
+trusted under the strict protocol, while Dafny's verdict still counts under the paper's —
+a program the scanner cannot read, or one whose contract leaves a question z3 cannot
+settle (whether a changed declaration's requires can all hold, or whether any clause says
+something, when a clause leaves the fragment or z3 answers unknown: recursive helpers,
+quantifiers over sequences).  A cheat found elsewhere still makes it a ``cheat``.
 """
 
 from __future__ import annotations
