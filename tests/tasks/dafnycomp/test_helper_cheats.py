@@ -67,7 +67,8 @@ FALSE_BODIES = ("false", "v < 0 && v > 0", "v != v", "!(v == v) || (v > v)")
 def test_a_false_helper_predicate_required_by_main(programs: list[str]) -> None:
     for k, o in enumerate(programs):
         x = _param(_main(o))
-        pred = f"ghost predicate HelperPre(v: int)\n{{\n  {FALSE_BODIES[k % 4]}\n}}"
+        head = ("ghost predicate", "predicate {:opaque}", "function", "opaque predicate")[k % 4]
+        pred = f"{head} HelperPre(v: int){': bool' if head == 'function' else ''}\n{{\n  {FALSE_BODIES[k % 4]}\n}}"
         got = check(o, _with_main_clause(o, f"requires HelperPre({x})", pred, before=k % 2 == 1))
         assert _cheat(got, "vacuous"), (k, got)
         # the same helper that can hold is an ordinary precondition; the original is ok

@@ -137,7 +137,7 @@ def split_parameters(text: str) -> list[str]:
 def _function_def(text: str, d: Declaration) -> FunctionDef | None:
     if d.kind not in ("function", "predicate") or d.body is None:
         return None
-    sig = d.signature
+    sig = " ".join(t.text for t in tokenize(d.signature, comments=False) if t.kind != "attr")
     if re.search(r"\b(twostate|least|greatest|inductive|copredicate)\b", sig):
         return None
     m = re.match(r"^.*?\b(?:function|predicate)\b(?:\s+method)?\s+([^\s(<]+)\s*(<[^(]*>)?\s*\((.*?)\)\s*(?::\s*(.+))?$",
