@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from veribatch.tasks.dafnycomp.syntax import Declaration, Token, _matching, tokenize
+from veribatch.tasks.dafnycomp.syntax import Declaration, _matching, tokenize
 
 _OPS = ("<==>", "==>", "<==", "&&", "||", "==", "!=", "<=", ">=", "::", "..", ":=")
 _SCALARS = ("int", "nat", "bool", "char")
@@ -571,6 +571,3 @@ def _bool(v: Any) -> Any:
         raise Opaque("a non-boolean in logic")
     return v
 
-
-def clause_tokens(tokens: list[Token]) -> list[str]:
-    return [t.text for t in tokens if t.kind != "attr"]
