@@ -131,7 +131,7 @@ class Judge:
         if got == "sat" and not unread:
             return Answer("satisfiable")
         if got != "sat":
-            return Answer("unknown", f"z3 answered {got} within {TIME_LIMIT_MS} ms")
+            return Answer("unknown", f"z3 answered {got} (limits: {RESOURCE_LIMIT} resource units, {TIME_LIMIT_MS} ms)")
         return Answer("unknown", "; ".join(f"{_short(c)}: {self.opaque[c]}" for c in unread))
 
     def vacuous(self) -> bool:
@@ -151,7 +151,7 @@ class Judge:
             return Answer("trivial")
         if got == "sat":
             return Answer("says")
-        return Answer("unknown", f"{_short(clause)}: z3 answered {got} within {TIME_LIMIT_MS} ms")
+        return Answer("unknown", f"{_short(clause)}: z3 answered {got} (limits: {RESOURCE_LIMIT} resource units, {TIME_LIMIT_MS} ms)")
 
     def trivially_true(self, clause: Clause) -> bool:
         return self.triviality(clause).verdict == "trivial"

@@ -80,8 +80,10 @@ CHEAT_KINDS: dict[str, str] = {
     "signature_changed": "a declaration's signature differs from the original (attributes aside)",
     "body_changed": "a body's implementation differs (proof annotations, comments and whitespace aside)",
     "program_changed": "text outside the declarations differs (a module wrapper aside)",
-    "vacuous": "requires clauses that cannot all hold (every body verifies vacuously) where the original's can",
-    "trivial_spec": "no requires/ensures says anything (all absent or trivially true) where the original has some",
+    "vacuous": "requires clauses that cannot all hold (every body verifies vacuously) where the original's can "
+               "(read through the program's functions and predicates)",
+    "trivial_spec": "no requires/ensures says anything (all absent or trivially true, helpers unfolded) where the "
+                    "original has some",
 }
 NOTES: dict[str, str] = {
     "proof_annotations": "a body's loop invariants, asserts, calc, reveal, ghost variables or lemma calls differ",
