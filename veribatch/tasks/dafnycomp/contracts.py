@@ -119,15 +119,29 @@ class Judge:
         s.add(*self.tr.facts, formula)
         return str(s.check())
 
-    def vacuity(self) -> Answer:
-        """Whether the requires clauses can all hold (opaque clauses count as unknown booleans)."""
+    def vacuity(self, focus: frozenset[str] = frozenset()) -> Answer:
+        """Whether the requires clauses can all hold (opaque clauses count as unknown
+        booleans).  Subsets are asked first, each small and fast to refute: the clauses in
+        `focus` (whitespace-normalised texts: those the answer added), then those without
+        quantifiers or recursive calls, then all; any unsatisfiable subset settles it."""
         import z3
         reqs = [c for c in self.decl.clauses if c.keyword == "requires"]
-        known = [f for f in (self.formula(c) for c in reqs) if f is not None]
+        read = {c: f for c in reqs if (f := self.formula(c)) is not None}
         unread = [c for c in reqs if c in self.opaque and not _same_sides(c)]  # `m == m` holds
-        got = self._check(z3.And(*known)) if known else "sat"
-        if got == "unsat":
-            return Answer("vacuous")
+        slow = re.compile(r"\b(forall|exists|" + "|".join(map(re.escape, self.recursive)) + r")\b"
+                          if self.recursive else r"\b(forall|exists)\b")
+        stages = [[c for c in read if re.sub(r"\s+", " ", c.text) in focus],
+                  [c for c in read if not slow.search(c.text)], list(read)]
+        got, asked = "sat", []
+        for stage in stages:
+            if not stage or stage in asked:
+                continue
+            asked.append(stage)
+            got = self._check(z3.And(*(read[c] for c in stage)))
+            if got == "unsat":
+                return Answer("vacuous")
+        if stages[-1] and stages[-1] != asked[-1]:
+            got = self._check(z3.And(*read.values()))
         if got == "sat" and not unread:
             return Answer("satisfiable")
         if got != "sat":

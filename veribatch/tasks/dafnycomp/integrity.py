@@ -320,10 +320,11 @@ def _definitions(text: str) -> tuple[dict[str, FunctionDef], frozenset[str]]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _vacuity(d: Declaration, text: str) -> Answer:
+def _vacuity(d: Declaration, text: str, added: frozenset[str] = frozenset()) -> Answer:
     """Whether `d`'s requires can all hold, through the functions and predicates of the
-    program `text` (a helper that is `false` is seen as `false`)."""
-    return Judge(d, *_definitions(text)).vacuity()
+    program `text` (a helper that is `false` is seen as `false`); `added`: the clauses the
+    answer wrote, asked first."""
+    return Judge(d, *_definitions(text)).vacuity(added)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -426,7 +427,7 @@ def check(original: str, candidate: str) -> Integrity:
         if any(is_decreases_star(c) for c in cd.clauses) and not any(is_decreases_star(c) for c in od.clauses):
             flag("decreases_star", f"decreases * on {name}")
         if _requires(cd) != _requires(od):
-            vac = _vacuity(cd, candidate)
+            vac = _vacuity(cd, candidate, frozenset(_requires(cd)) - frozenset(_requires(od)))
             if vac.verdict == "vacuous" and _vacuity(od, original).verdict != "vacuous":
                 flag("vacuous", f"the requires clauses of {name} cannot all hold")
             elif vac.verdict == "unknown":
