@@ -176,18 +176,20 @@ function Inc(v: int): int { v + 1 }
 predicate Twice(v: int) { Inc(Inc(v)) == v + 2 }
 predicate IsDigit(c: char) { '0' <= c <= '9' }
 function Fact(n: int): int decreases if n < 0 then 0 else n { if n <= 0 then 1 else n * Fact(n - 1) }
-method M(x: int, n: nat, b: bool, c: char, s: seq<int>, a: array<int>, t: string) returns (r: int)
+method M(x: int, n: nat, b: bool, c: char, s: seq<int>, a: array<int>, t: string, m: array<seq<int>>) returns (r: int)
 """
 VALID = ("Twice(x)", "-7 % 3 == 2 && -7 / 3 == -3", "!b == !b && (b ==> b ==> b)", "0 <= n",
          "IsDigit(c) ==> 48 <= c as int <= 57", "var y := x + 1; y > x", "(if x > 0 then x else -x) >= 0",
          "|s| >= 0 && a.Length >= 0", "(forall i :: 0 <= i < |s| ==> s[i] > 0) && |s| > 0 ==> s[0] > 0",
-         "x in [x, 1]", "Fact(3) == 6", "|t| > 0 && (forall i :: 0 <= i < |t| ==> IsDigit(t[i])) ==> t[0] != 'a'")
-SAYS = ("x > 0", "Inc(x) == 5", "s[0] == 1", "!IsDigit(c)", "exists i :: 0 <= i < |s| && s[i] == x", "Fact(x) > 1")
+         "x in [x, 1]", "Fact(3) == 6", "|t| > 0 && (forall i :: 0 <= i < |t| ==> IsDigit(t[i])) ==> t[0] != 'a'",
+         "|m[x]| >= 0 && (m.Length > 0 && (forall i :: 0 <= i < m.Length ==> |m[i]| > 1) ==> m[0][0] == m[0][0])")
+SAYS = ("x > 0", "m.Length > 0 ==> |m[0]| > 0", "Inc(x) == 5", "s[0] == 1", "!IsDigit(c)", "exists i :: 0 <= i < |s| && s[i] == x", "Fact(x) > 1")
 
 
 def test_clauses_are_read_as_dafny_reads_them() -> None:
     """What the check decides must be what the clause means: the operators' precedence and
-    Euclidean division, chars, let, if, sequences and arrays, helpers nested or recursive."""
+    Euclidean division, chars, let, if, sequences and arrays (of sequences too), helpers nested
+    or recursive."""
     from veribatch.tasks.dafnycomp.contracts import Judge
     from veribatch.tasks.dafnycomp.expressions import definitions, recursive
 

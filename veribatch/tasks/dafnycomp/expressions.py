@@ -13,7 +13,8 @@ outside them is a well-formedness error Dafny reports anyway.
 The fragment: integer, boolean and char literals (a char is its code point), parameters of
 type ``int``/``nat``/``bool``/``char``, sequences, strings and one-dimensional arrays of
 those (a length and an element array, each element in its type's range: ``|s|``,
-``a.Length``, ``s[i]``, displays, ``x in s``; of other elements, only the length),
+``a.Length``, ``s[i]``, displays, ``x in s``; sequences of ``int``/``bool`` sequences;
+of other elements, only the length),
 ``+ - * / %`` (Euclidean in both), comparisons and chains, ``! && || ==> <== <==>``,
 ``if-then-else``, ``var x := e; body``, ``as int``/``as char``, quantifiers over
 int/nat/char/bool variables (``forall i, j: int | range :: body``, ``exists``) and calls as
@@ -48,7 +49,8 @@ class SeqTerm:
 
     length: Any
     elems: Any
-    elem: str  # int | nat | bool | char | other (only the length is read)
+    elem: str  # int | nat | bool | char | seq:int | seq:bool | other (only the length is read)
+    inner: Any = None  # for seq:T, the elements' element arrays (`elems` holds their lengths)
 
 
 def scalar_type(ty: str) -> str | None:
@@ -66,6 +68,9 @@ def value_type(ty: str) -> tuple[str, str] | None:
     m = _SEQ.match(ty)
     if m:
         return ("seq", m.group(2))
+    m = re.match(r"^(seq|array)\s*<\s*(seq|array)\s*<\s*(int|bool)\s*>\s*>$", ty)
+    if m:
+        return ("seq", "seq:" + m.group(3))
     # other element types: the length is read, an element is opaque
     return ("seq", "other") if re.match(r"^(seq|array)\s*<.+>$", ty) else None
 
@@ -95,6 +100,12 @@ def variable(name: str, ty: str, facts: list[Any]) -> Any:
         return v
     length = z3.Int(f"|{name}|!{n}")
     facts.append(length >= 0)
+    if elem.startswith("seq:"):  # a sequence of sequences: every element's length is >= 0
+        lengths = z3.Array(f"|{name}[]|!{n}", z3.IntSort(), z3.IntSort())
+        k = z3.Int(f"k!{n}")
+        facts.append(z3.ForAll([k], z3.Select(lengths, k) >= 0))
+        inner = z3.Array(f"{name}!{n}", z3.IntSort(), z3.ArraySort(z3.IntSort(), _sort(elem[4:])))
+        return SeqTerm(length, lengths, elem, inner)
     elems = z3.Array(f"{name}!{n}", z3.IntSort(), _sort(elem))
     if elem in ("nat", "char"):  # every element in its type's range
         k = z3.Int(f"k!{n}")
@@ -381,7 +392,10 @@ class _Parser:
                 if not isinstance(e, SeqTerm) or e.elem == "other":
                     raise Opaque("indexing a non-sequence, or one of elements outside the fragment")
                 import z3
-                e = z3.Select(e.elems, _int(idx))
+                if e.elem.startswith("seq:"):
+                    e = SeqTerm(z3.Select(e.elems, _int(idx)), z3.Select(e.inner, _int(idx)), e.elem[4:])
+                else:
+                    e = z3.Select(e.elems, _int(idx))
             elif self.peek() == "." and self.peek(1) != ".":
                 if self.peek(1) == "Length" and isinstance(e, SeqTerm):
                     self.i += 2
@@ -544,7 +558,7 @@ def _compare(o: str, a: Any, b: Any) -> Any:
 
 def _member(x: Any, s: Any) -> Any:
     import z3
-    if not isinstance(s, SeqTerm) or s.elem == "other":
+    if not isinstance(s, SeqTerm) or s.elem == "other" or s.elem.startswith("seq:"):
         raise Opaque("`in` outside a sequence of the fragment")
     k = z3.Int(f"in!{next(_fresh)}")
     return z3.Exists([k], z3.And(k >= 0, k < s.length, z3.Select(s.elems, k) == _scalar(x)))
