@@ -118,7 +118,8 @@ def answers_table(check: pd.DataFrame, expected: int) -> Table:
                  "(<think> dropped), truncated/no_block/empty → no program; reference: the "
                  "reference arms' own programs). integrity= (strict protocol): ok, cheat (any "
                  "cheat kind: not counted by the strict columns; the paper protocol scores "
-                 "Dafny's verdict alone) or unchecked (unreadable). cheat:K — candidates with "
+                 "Dafny's verdict alone) or unchecked (unreadable, or a contract question z3 could not "
+                 "settle, e.g. a recursive helper). cheat:K — candidates with "
                  "cheat kind K; allowed:K — allowed edits (App. H-style proof annotations, "
                  "helpers with bodies, module wrapper...) (docs/dafnycomp.md). Arm 'stripped' is "
                  "a cheat (trivial_spec) by construction: it has no specifications."),

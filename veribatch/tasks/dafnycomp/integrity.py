@@ -15,9 +15,12 @@ a proof.  Refused (`CHEAT_KINDS`):
 - a different program: a declaration removed or renamed, a changed signature (attributes
   aside), an implementation change in a body, other text outside the declarations;
 - a contract that makes the proof vacuous or empty: ``requires`` that cannot all hold
-  (``false``, ``0 > 1``, ``x > 10`` with ``x < 5``; z3 in the arithmetic fragment, see
-  `contracts`) where the original's can, or no ``requires``/``ensures`` that says anything
-  (``true``, ``1 > 0``, ``true && true``, ``x == x``) where the original has some.
+  (``false``, ``0 > 1``, ``x > 10`` with ``x < 5``, ``forall k :: k < x``, a helper
+  predicate whose body is false, a helper function whose value breaks a required equation)
+  where the original's can, or no ``requires``/``ensures`` that says anything (``true``,
+  ``1 > 0``, ``x == x``, a helper predicate that is true) where the original has some.  z3
+  decides, through the program's functions and predicates (`contracts`, `expressions`):
+  a helper is read for what it says, not for its name.
 
 Allowed, as the paper allows them (recorded as ``notes``): added or changed loop
 invariants, loop ``decreases``/``modifies``, ``assert`` (also ``assert ... by {...}``),
@@ -31,9 +34,12 @@ used contradictory assumptions by Dafny's ``--warn-contradictory-assumptions`` (
 stage): neither can be decided from the text in general.
 
 Constructs the original itself uses (several DafnyComp programs contain ``assume
-{:axiom}`` or ``decreases *``) are allowed up to the original's count.  A program the
-scanner cannot read is ``unchecked``: not trusted under the strict protocol, while Dafny's
-verdict on it still counts under the paper's.
+{:axiom}`` or ``decreases *``) are allowed up to the original's count.  ``unchecked``: not
+trusted under the strict protocol, while Dafny's verdict still counts under the paper's —
+a program the scanner cannot read, or one whose contract leaves a question z3 cannot
+settle (whether a changed declaration's requires can all hold, or whether any clause says
+something, when a clause leaves the fragment or z3 answers unknown: recursive helpers,
+quantifiers over sequences).  A cheat found elsewhere still makes it a ``cheat``.
 """
 
 from __future__ import annotations
@@ -44,7 +50,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from veribatch.tasks.dafnycomp.contracts import Judge, is_decreases_star
+from veribatch.tasks.dafnycomp.contracts import Answer, Judge, is_decreases_star
+from veribatch.tasks.dafnycomp.expressions import FunctionDef, definitions, recursive
 from veribatch.tasks.dafnycomp.syntax import (
     DafnySyntaxError,
     Declaration,
@@ -56,7 +63,7 @@ from veribatch.tasks.dafnycomp.syntax import (
     tokenize,
 )
 
-INTEGRITY_VERSION = "dafnycomp-integrity-v2-strict"
+INTEGRITY_VERSION = "dafnycomp-integrity-v3-through-helpers"
 
 CHEAT_KINDS: dict[str, str] = {
     "assume": "more `assume` statements than the original",
@@ -73,8 +80,10 @@ CHEAT_KINDS: dict[str, str] = {
     "signature_changed": "a declaration's signature differs from the original (attributes aside)",
     "body_changed": "a body's implementation differs (proof annotations, comments and whitespace aside)",
     "program_changed": "text outside the declarations differs (a module wrapper aside)",
-    "vacuous": "requires clauses that cannot all hold (every body verifies vacuously) where the original's can",
-    "trivial_spec": "no requires/ensures says anything (all absent or trivially true) where the original has some",
+    "vacuous": "requires clauses that cannot all hold (every body verifies vacuously) where the original's can "
+               "(read through the program's functions and predicates)",
+    "trivial_spec": "no requires/ensures says anything (all absent or trivially true, helpers unfolded) where the "
+                    "original has some",
 }
 NOTES: dict[str, str] = {
     "proof_annotations": "a body's loop invariants, asserts, calc, reveal, ghost variables or lemma calls differ",
@@ -109,6 +118,7 @@ class _Program:
     starts: list[int]            # token start offsets, for bisection
 
 
+@functools.lru_cache(maxsize=256)
 def _read(text: str) -> _Program:
     tokens = tokenize(text, comments=False)
     return _Program(text, tokens, declarations(text, tokens), [t.start for t in tokens])
@@ -298,19 +308,45 @@ def _requires(d: Declaration) -> list[str]:
     return [re.sub(r"\s+", " ", c.text) for c in d.clauses if c.keyword == "requires"]
 
 
-@functools.lru_cache(maxsize=4096)
 def _vacuous(d: Declaration) -> bool:
+    """The requires of `d` cannot all hold, read without the program's definitions."""
     return Judge(d).vacuous()
 
 
+@functools.lru_cache(maxsize=256)
+def _definitions(text: str) -> tuple[dict[str, FunctionDef], frozenset[str]]:
+    defs = definitions(text, _read(text).decls)
+    return defs, recursive(defs)
+
+
 @functools.lru_cache(maxsize=4096)
-def _says_something(d: Declaration) -> bool:
-    judge = Judge(d)
-    return any(not judge.trivially_true(c) for c in d.clauses if c.keyword in ("requires", "ensures"))
+def _vacuity(d: Declaration, text: str, added: frozenset[str] = frozenset()) -> Answer:
+    """Whether `d`'s requires can all hold, through the functions and predicates of the
+    program `text` (a helper that is `false` is seen as `false`); `added`: the clauses the
+    answer wrote, asked first."""
+    return Judge(d, *_definitions(text)).vacuity(added)
 
 
-def _has_spec(p: _Program) -> bool:
-    return any(_says_something(d) for d in p.decls)
+@functools.lru_cache(maxsize=1024)
+def _spec(text: str) -> Answer:
+    """Whether some requires/ensures of the program says something: ``says`` (one is not
+    valid, decided), ``trivial`` (every one is valid: absent, ``true``, or a helper that
+    unfolds to ``true``) or ``unknown`` (none decided to say something, some undecided)."""
+    defs, rec = _definitions(text)
+    slow = re.compile(r"\b(forall|exists|" + "|".join(map(re.escape, rec)) + r")\b" if rec else r"\b(forall|exists)\b")
+    clauses = [(d, c) for d in _read(text).decls
+               for c in d.clauses if c.keyword in ("requires", "ensures")]
+    clauses.sort(key=lambda dc: bool(slow.search(dc[1].text)))  # z3 answers these first, fast
+    judges: dict[Declaration, Judge] = {}
+    unknown: list[str] = []
+    for d, c in clauses:
+        judge = judges.setdefault(d, Judge(d, defs, rec))
+        got = judge.triviality(c)
+        if got.verdict == "says":
+            return got
+        if got.verdict == "unknown":
+            unknown.append(f"{d.name}: {got.why}")
+    return Answer("unknown", "; ".join(unknown)) if unknown else Answer("trivial")
 
 
 def _signature(d: Declaration) -> tuple[str, str]:
@@ -332,6 +368,7 @@ def check(original: str, candidate: str) -> Integrity:
     kinds: set[str] = set()
     notes: set[str] = set()
     details: list[str] = []
+    undecided: list[str] = []  # questions z3 could not settle: unchecked unless a cheat is found
 
     def flag(kind: str, detail: str) -> None:
         kinds.add(kind)
@@ -389,8 +426,12 @@ def check(original: str, candidate: str) -> Integrity:
                 notes.add("proof_annotations")
         if any(is_decreases_star(c) for c in cd.clauses) and not any(is_decreases_star(c) for c in od.clauses):
             flag("decreases_star", f"decreases * on {name}")
-        if _requires(cd) != _requires(od) and _vacuous(cd) and not _vacuous(od):
-            flag("vacuous", f"the requires clauses of {name} cannot all hold")
+        if _requires(cd) != _requires(od):
+            vac = _vacuity(cd, candidate, frozenset(_requires(cd)) - frozenset(_requires(od)))
+            if vac.verdict == "vacuous" and _vacuity(od, original).verdict != "vacuous":
+                flag("vacuous", f"the requires clauses of {name} cannot all hold")
+            elif vac.verdict == "unknown":
+                undecided.append(f"whether the requires of {name} can all hold: {vac.why}")
     for name in added:
         cd = c_by[name]
         if any(is_decreases_star(c) for c in cd.clauses):
@@ -400,8 +441,15 @@ def check(original: str, candidate: str) -> Integrity:
         flag("program_changed", "text outside the declarations differs")
     elif c_wrapped:
         notes.add("module_wrapped")
-    if _has_spec(orig) and not _has_spec(cand):
-        flag("trivial_spec", "no requires/ensures with content")
+    o_spec = _spec(original).verdict
+    if o_spec != "trivial":
+        spec = _spec(candidate)
+        if spec.verdict == "trivial":
+            flag("trivial_spec", "no requires/ensures with content")
+        elif spec.verdict == "unknown" and o_spec == "says":  # else no worse than the original
+            undecided.append(f"whether any requires/ensures says something: {spec.why}")
     if kinds:
         return Integrity("cheat", tuple(sorted(kinds)), tuple(details), tuple(sorted(notes)))
+    if undecided:
+        return Integrity("unchecked", (), tuple(undecided), tuple(sorted(notes)))
     return Integrity("ok", notes=tuple(sorted(notes)))
