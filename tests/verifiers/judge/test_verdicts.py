@@ -2,7 +2,8 @@
 escape suite repeats the classes as root and as nobody): output at the cap and a quick
 exit, CPU in children shorter than a poll, stderr that reads like the sandbox's own failure
 next to a real one, an input Python and C++ read differently, and the seccomp filter's new
-refusals (sockets, io_uring, SysV IPC, xattrs, inotify, host file locks)."""
+refusals (sockets, io_uring, SysV IPC, xattrs, inotify, host file locks, SIGCHLD's action),
+and the compile cache's cap."""
 
 from __future__ import annotations
 
@@ -158,8 +159,36 @@ print(call(425, 4, 0), call(29, 0, 4096, 0o1600), call(68, 0, 0o1600), call(64, 
 print(call(190, fd, 0, 0, 0, 0), call(294, 0))
 print(lock(lambda: fcntl.flock(fd, fcntl.LOCK_EX)), lock(lambda: fcntl.lockf(fd, fcntl.LOCK_EX)))
 print("getfl", fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_RDWR)
+import signal
+def act(sig, how):
+    try:
+        signal.signal(sig, how)
+        return 0
+    except OSError as e:
+        return e.errno
+print(act(signal.SIGCHLD, signal.SIG_IGN), act(signal.SIGUSR1, signal.SIG_IGN),
+      signal.getsignal(signal.SIGCHLD))
 """)
     r = run_program(Program.of(prog), "", time_s=5)
     assert r.verdict is Verdict.OK, r
-    # EPERM (1) everywhere but io_uring (ENOSYS, 38); plain fcntl still works
-    assert r.output.split("\n")[:5] == ["1 1 1 1", "38 1 1 1", "1 1", "1 1", "getfl 2"], r.output
+    # EPERM (1) everywhere but io_uring (ENOSYS, 38); plain fcntl, other signals' actions
+    # and asking for SIGCHLD's still work (children whose parent ignores SIGCHLD are reaped
+    # by the kernel, their CPU time lost to the judge's count)
+    assert r.output.split("\n")[:6] == ["1 1 1 1", "38 1 1 1", "1 1", "1 1", "getfl 2",
+                                         "1 0 0"], r.output
+
+
+def test_the_compile_cache_is_capped_least_recently_used_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every model-written source is new: an uncapped cache grows by a static binary each."""
+    from veribatch.verifiers.judge import compile_cpp
+    from veribatch.verifiers.judge.compile import CACHE_ENV
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(CACHE_ENV, "1")  # 1 MB: less than one static binary
+    first = compile_cpp("int main(){ return 1; }\n", cache)
+    assert first.is_file()
+    second = compile_cpp("int main(){ return 2; }\n", cache)
+    assert second.is_file() and not first.exists(), "the older binary was not evicted"
+    again = compile_cpp("int main(){ return 2; }\n", cache)  # a hit: still there
+    assert again == second and second.is_file()

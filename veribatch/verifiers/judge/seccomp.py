@@ -21,6 +21,12 @@ around its memory accounting:
   extended attributes in kernel memory outside the file system's size cap;
 - ``inotify_init``, ``inotify_init1``: instances are a per-uid quota
   (``fs.inotify.max_user_instances``) shared with the judge's other processes;
+- ``rt_sigaction`` that sets SIGCHLD's action (a query, with no new action, passes):
+  children of a parent that ignores SIGCHLD (or sets SA_NOCLDWAIT) are reaped by the
+  kernel and their CPU time reaches no one's rusage, so a stream of children shorter than
+  a poll would run uncounted where no cgroup counts CPU (a normal user on cgroup v1); with
+  it refused every child is waited for, by its parent or by the box's init, and its time
+  reaches the rusage the judge compares with the limit;
 - ``flock`` and ``fcntl`` with F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE:
   locks on the host's files bound read-only into the box would block the host's users.
 
@@ -47,6 +53,8 @@ _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
 _X32_BIT = 0x40000000
 _ARG1_LOW = 24     # offsetof(struct seccomp_data, args[1]), low 32 bits
+_ARG1_HIGH = 28
+_SIGCHLD = 17
 _CLONE_NEWUSER = 0x10000000
 _ARG0_LOW = 16     # offsetof(struct seccomp_data, args[0]), low 32 bits (little-endian)
 
@@ -58,13 +66,14 @@ _NUMBERS: dict[str, dict[str, int]] = {
                "socket": 41, "socketpair": 53, "io_uring_setup": 425, "io_uring_enter": 426,
                "io_uring_register": 427, "shmget": 29, "msgget": 68, "semget": 64,
                "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "setxattrat": 463,
-               "inotify_init": 253, "inotify_init1": 294, "flock": 73, "fcntl": 72},
+               "inotify_init": 253, "inotify_init1": 294, "flock": 73, "fcntl": 72,
+               "rt_sigaction": 13},
     "aarch64": {"add_key": 217, "request_key": 218, "keyctl": 219, "memfd_create": 279,
                 "memfd_secret": 447, "clone": 220, "unshare": 97, "clone3": 435,
                 "socket": 198, "socketpair": 199, "io_uring_setup": 425, "io_uring_enter": 426,
                 "io_uring_register": 427, "shmget": 194, "msgget": 186, "semget": 190,
                 "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463,
-                "inotify_init1": 26, "flock": 32, "fcntl": 25},
+                "inotify_init1": 26, "flock": 32, "fcntl": 25, "rt_sigaction": 134},
 }
 DENIED = ("add_key", "request_key", "keyctl", "memfd_create", "memfd_secret",
           "socket", "socketpair", "shmget", "msgget", "semget",
@@ -113,6 +122,7 @@ def filter_program(machine: str | None = None) -> bytes:
     for name in FLAG_CHECKED:
         prog.append((_JEQ_K, "flags", None, nr[name]))
     prog.append((_JEQ_K, "fcntl", None, nr["fcntl"]))
+    prog.append((_JEQ_K, "sigaction", None, nr["rt_sigaction"]))
     for name in DENIED:
         if name in nr:
             prog.append((_JEQ_K, "deny", None, nr[name]))
@@ -124,6 +134,15 @@ def filter_program(machine: str | None = None) -> bytes:
     for cmd in FCNTL_LOCKS:
         prog.append((_JEQ_K, "deny", None, cmd))
     prog += [
+        (_RET_K, None, None, _RET_ALLOW),
+        ("sigaction", 0, 0, 0),  # type: ignore[list-item]
+        (_LD_W_ABS, None, None, _ARG0_LOW),                 # the signal
+        (_JEQ_K, None, "allow", _SIGCHLD),
+        (_LD_W_ABS, None, None, _ARG1_LOW),                 # a new action, not a query
+        (_JEQ_K, None, "deny", 0),
+        (_LD_W_ABS, None, None, _ARG1_HIGH),
+        (_JEQ_K, None, "deny", 0),
+        ("allow", 0, 0, 0),  # type: ignore[list-item]
         (_RET_K, None, None, _RET_ALLOW),
         ("flags", 0, 0, 0),  # type: ignore[list-item]
         (_LD_W_ABS, None, None, _ARG0_LOW),
