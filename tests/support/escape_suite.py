@@ -293,7 +293,8 @@ def drive(spec: dict[str, Any]) -> list[dict[str, Any]]:
                        ("anonymous memory", "b = bytearray(600 << 20)\nprint('held 600')\n"),
                        ("every tmpfs + anonymous memory", _ALL_TMPFS)):
         attempt("memory", name, "run_program", mem(name.replace(" ", "_").replace("/", "_"), text))
-        results[-1]["memory_limit_by"] = mechanism[0]
+        if "memory" in want:
+            results[-1]["memory_limit_by"] = mechanism[0]
 
     # stdin written back
     prog = src("rewrite", _REWRITE_STDIN)
