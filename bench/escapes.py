@@ -7,7 +7,8 @@ or, with ``--repo`` / ``$VERIBATCH_BENCH_REPO``, another one (before/after a cha
 prints one line per class and user plus every attack that got through.
 
 Usage (as root):
-    python bench/escapes.py [--repo /work/main] [--who root nobody] [--json out.json]
+    python bench/escapes.py [--repo /work/main] [--who root nobody] [--classes kmem cpu ...]
+                            [--json out.json]
 """
 
 from __future__ import annotations
@@ -31,18 +32,20 @@ def main() -> int:
                     help="the checkout whose veribatch package is attacked")
     ap.add_argument("--who", nargs="+", default=["root", "nobody"], choices=["root", "nobody"])
     ap.add_argument("--json", type=Path, help="write every attack's result here")
+    ap.add_argument("--classes", nargs="+", default=[], choices=CLASSES,
+                    help="only these classes (default: all)")
     a = ap.parse_args()
     print(f"checkout: {a.repo.resolve()}", flush=True)
     everything: dict[str, list[dict]] = {}
     for who in a.who:
         t = time.monotonic()
-        results = run_suite(who, a.repo.resolve())
+        results = run_suite(who, a.repo.resolve(), classes=tuple(a.classes))
         everything[who] = results
         s = summarize(results)
         total = {k: sum(v[k] for v in s.values()) for k in ("tried", "held", "escaped", "error")}
         print(f"\n== as {who} ({time.monotonic() - t:.0f} s) ==")
         print(f"{'class':<10} {'tried':>5} {'held':>5} {'escaped':>7} {'not run':>7}")
-        for c in [*CLASSES, "total"]:
+        for c in [*(a.classes or CLASSES), "total"]:
             v = total if c == "total" else s[c]
             print(f"{c:<10} {v['tried']:>5} {v['held']:>5} {v['escaped']:>7} {v['error']:>7}")
         mechanisms = {r["memory_limit_by"] for r in results if r.get("memory_limit_by")}

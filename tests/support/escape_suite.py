@@ -26,6 +26,26 @@ stdin      the judged input rewritten through ``/proc/self/fd/0`` (`run_program`
 serve      `launch serve`'s bind check (``0``, ``0.0.0.0`` from the environment, ``::0``,
            ``0.0``) and a token-less ``/health`` that names the model's local path
 leftovers  folders left in $TMPDIR by a SIGKILLed judge and by one ``launch verify``
+
+Classes (issue 28; the programs are in `escape_attacks.py`):
+
+kmem       memory the kernel keeps for the box (SysV shm and message queues, unix and TCP
+           socket buffers, tmpfs xattrs, 400k empty files): escaped when judged OK while
+           holding more than ``memory_mb=256``; "held" needs the program's closing ``done``
+cpu        2.5 s of CPU in children shorter than a poll under a 1 s limit: escaped when OK
+output     exactly cap + 4 KiB then exit, through `run_program` (escaped when OK) and as a
+           generator (escaped when its output becomes an input)
+verdict    a generator whose stderr reads like the sandbox's own failure: escaped when the
+           judge blames itself (``judge_error``) instead of the program
+input      inputs Python's ``int`` and C++ ``cin`` read differently: escaped when judged a
+           counterexample (``success``) rather than an invalid input
+network    AF_VSOCK (directly and through io_uring), AF_INET, AF_NETLINK sockets: escaped
+           when one binds
+quota      inotify instances (escaped at the uid's whole quota), ``mlock``, locks on host
+           files bound into the box
+info       host facts visible in the box: the judge's command line and scratch paths
+           (``/proc/1/cmdline``, mountinfo, $PWD), the boot id, the kernel command line,
+           ``/proc/keys``
 """
 
 from __future__ import annotations
@@ -46,7 +66,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-CLASSES = ("keyring", "memory", "stdin", "serve", "leftovers")
+CLASSES = ("keyring", "memory", "stdin", "serve", "leftovers", "kmem", "cpu", "output",
+           "verdict", "input", "network", "quota", "info")
 NOBODY = 65534
 MEMORY_MB = 256
 HOLD_MB = 600
@@ -216,7 +237,11 @@ def drive(spec: dict[str, Any]) -> list[dict[str, Any]]:
         p.write_text(text)
         return Program.of(p)
 
+    want = set(spec.get("classes") or CLASSES)
+
     def attempt(cls: str, name: str, entry: str, fn: Callable[[], tuple[bool, str]]) -> None:
+        if cls not in want:
+            return
         try:
             escaped, detail = fn()
         except Exception as e:  # the harness could not run the attack: neither held nor escaped
@@ -268,7 +293,8 @@ def drive(spec: dict[str, Any]) -> list[dict[str, Any]]:
                        ("anonymous memory", "b = bytearray(600 << 20)\nprint('held 600')\n"),
                        ("every tmpfs + anonymous memory", _ALL_TMPFS)):
         attempt("memory", name, "run_program", mem(name.replace(" ", "_").replace("/", "_"), text))
-        results[-1]["memory_limit_by"] = mechanism[0]
+        if "memory" in want:
+            results[-1]["memory_limit_by"] = mechanism[0]
 
     # stdin written back
     prog = src("rewrite", _REWRITE_STDIN)
@@ -277,6 +303,9 @@ def drive(spec: dict[str, Any]) -> list[dict[str, Any]]:
         def go() -> tuple[bool, str]:
             inp = work / f"input-{entry}.txt"
             inp.write_text("1 2 3\n")
+            # writable by the box's uid as well: for root's run too, only the private copy
+            # (never the file itself as stdin) keeps the program from rewriting it
+            inp.chmod(0o666)
             env = {**os.environ}
             if entry == "run_program":
                 r = run_program(prog, inp, time_s=5, cache_dir=cache, sandbox=box)
@@ -384,7 +413,199 @@ def drive(spec: dict[str, Any]) -> list[dict[str, Any]]:
     attempt("leftovers", "SIGKILL of the judge", "python -m veribatch.verifiers.judge",
             killed_judge)
     attempt("leftovers", "one launch verify", "launch verify", verify_litter)
+    results += drive_round2(spec, work, cache, box, attempt_fn=attempt, src=src)
     return results
+
+
+def _done_held(output: str) -> tuple[bool, int]:
+    """(the program ran to its end, MB it says it held then)."""
+    lines = output.strip().splitlines()
+    return bool(lines) and lines[-1] == "done", _held_mb(output)
+
+
+def drive_round2(spec: dict[str, Any], work: Path, cache: Path, box: Any, *,
+                 attempt_fn: Callable[..., None], src: Callable[[str, str], Any]
+                 ) -> list[dict[str, Any]]:
+    """Issue 28's classes; results go through `attempt_fn` (the caller's list)."""
+    # by path: the driver runs as a script against another checkout's package
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import escape_attacks as A  # type: ignore[import-not-found]
+
+    from veribatch.verifiers.judge import run_program
+    from veribatch.verifiers.judge.counterexample import (
+        JudgeLimits,
+        Solutions,
+        judge_input,
+        run_generator,
+    )
+
+    attempt = attempt_fn
+
+    # kmem: memory the kernel keeps
+    def kmem(name: str, text: str) -> Callable[[], tuple[bool, str]]:
+        def go() -> tuple[bool, str]:
+            r = run_program(src("kmem_" + name.split()[0].lower(), text), "", time_s=20,
+                            wall_s=60, memory_mb=MEMORY_MB, cache_dir=cache, sandbox=box)
+            ran, held = _done_held(r.output)
+            return (str(r.verdict) == "OK" and held > MEMORY_MB,
+                    f"{r.verdict} ({r.reason}) held {held} MB{'' if ran else ' (did not finish)'}"
+                    f", peak {r.peak_mem_mb:.0f} MB; by {r.memory_limit_by}; "
+                    f"{r.output.strip()[-160:]} {r.stderr.strip()[-120:]}")
+        return go
+
+    for name, text in A.KERNEL_MEMORY.items():
+        attempt("kmem", name, "run_program", kmem(name, text))
+
+    # cpu: short-lived children
+    def cpu(name: str, text: str) -> Callable[[], tuple[bool, str]]:
+        def go() -> tuple[bool, str]:
+            r = run_program(src("cpu_" + name.split()[0], text), "", time_s=1, wall_s=60,
+                            cache_dir=cache, sandbox=box)
+            return (str(r.verdict) == "OK",
+                    f"{r.verdict} ({r.reason}) cpu {r.cpu_s:.2f} s under a 1 s limit; "
+                    f"{r.output.strip()[-80:]} {r.stderr.strip()[-120:]}")
+        return go
+
+    for name, text in A.CPU.items():
+        attempt("cpu", name, "run_program", cpu(name, text))
+
+    # output: just over the cap
+    cap = 1 << 20
+
+    def over(stream: str) -> Callable[[], tuple[bool, str]]:
+        def go() -> tuple[bool, str]:
+            fails = []
+            for i in range(3):  # the race is timing: try it a few times
+                r = run_program(src(f"over_{stream}", A.over_cap(cap, stream)), "", time_s=5,
+                                output_cap=cap, cache_dir=cache, sandbox=box)
+                if str(r.verdict) != "OLE":
+                    fails.append(f"run {i}: {r.verdict} with {len(r.output)} chars")
+            return bool(fails), "; ".join(fails) or "OLE every time"
+        return go
+
+    def over_generator() -> tuple[bool, str]:
+        fails = []
+        for i in range(3):
+            out = run_generator(src("over_gen", A.over_cap(cap)), JudgeLimits(input_cap=cap),
+                                cache_dir=cache, sandbox=box, time_s=5)
+            if isinstance(out, bytes):
+                fails.append(f"run {i}: {len(out)} bytes became the input")
+            elif out.reason != "generator_output_limit":
+                fails.append(f"run {i}: {out.reason}")
+        return bool(fails), "; ".join(fails) or "generator_output_limit every time"
+
+    attempt("output", "cap + 4 KiB on stdout, then exit", "run_program", over("stdout"))
+    attempt("output", "cap + 4 KiB on stderr, then exit", "run_program", over("stderr"))
+    attempt("output", "cap + 4 KiB as a generator", "run_generator", over_generator)
+
+    # verdict: the program's text must not make the judge blame itself
+    def spoofed(text: str, code: int) -> Callable[[], tuple[bool, str]]:
+        def go() -> tuple[bool, str]:
+            out = run_generator(src(f"spoof{code}", A.spoof(text, code)), JudgeLimits(),
+                                cache_dir=cache, sandbox=box, time_s=5)
+            if isinstance(out, bytes):
+                return True, f"became an input: {out[:100]!r}"
+            return out.reason != "generator_crash", f"{out.reason}: {out.detail[:200]}"
+        return go
+
+    for name, (text, code) in A.SPOOFS.items():
+        attempt("verdict", name, "run_generator", spoofed(text, code))
+
+    # input: one reading by the validator and the solutions
+    sol = Solutions(_prog(work, "wrong.cpp", A.WRONG),
+                    _prog(work, "correct.cpp", A.CORRECT), src("validator", A.VALIDATOR))
+
+    def reading(data: bytes) -> Callable[[], tuple[bool, str]]:
+        def go() -> tuple[bool, str]:
+            j = judge_input(sol, data, JudgeLimits(run_s=5, runs=1), cache_dir=cache, sandbox=box)
+            return j.success, f"{j.outcome}/{j.reason}: {j.detail[:200]}"
+        return go
+
+    for name, data in A.TWO_READINGS.items():
+        attempt("input", name, "judge_input", reading(data))
+
+    # network: address families the box has no use for
+    def net(name: str, text: str) -> Callable[[], tuple[bool, str]]:
+        def go() -> tuple[bool, str]:
+            r = run_program(src("net_" + name.split()[0], text), "", time_s=5,
+                            cache_dir=cache, sandbox=box)
+            return "bound" in r.output, f"{r.verdict}: {r.output.strip()[-200:]} " \
+                                        f"{r.stderr.strip()[-120:]}"
+        return go
+
+    for name, text in A.NETWORK.items():
+        attempt("network", name, "run_program", net(name, text))
+
+    # quota: the judge's uid's shared limits, and host files
+    try:
+        inotify_quota = int(Path("/proc/sys/fs/inotify/max_user_instances").read_text())
+    except (OSError, ValueError):
+        inotify_quota = 128
+
+    def quota(name: str, text: str) -> Callable[[], tuple[bool, str]]:
+        def go() -> tuple[bool, str]:
+            r = run_program(src("quota_" + name.split()[0], text), "", time_s=5,
+                            cache_dir=cache, sandbox=box)
+            out = r.output
+            if name.startswith("inotify"):
+                n = int(out.split("instances")[-1]) if "instances" in out else -1
+                escaped = n >= inotify_quota
+            elif name.startswith("locked"):
+                escaped = "locked" in out
+            else:
+                escaped = "locked" in out and "nothing" not in out
+            if not out.strip():  # the program did not run: the harness's fault
+                raise RuntimeError(f"no output: {r.verdict} {r.stderr[-300:]}")
+            return escaped, f"{r.verdict}: {out.strip()[-200:]}"
+        return go
+
+    for name, text in A.QUOTAS.items():
+        attempt("quota", name, "run_program", quota(name, text))
+
+    # info: host facts
+    host_boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    host_cmdline = Path("/proc/cmdline").read_text().strip()
+    info_run: list[Any] = []
+
+    def info() -> Any:
+        if not info_run:
+            info_run.append(run_program(src("info", A.INFO), "", time_s=5, cache_dir=cache,
+                                        sandbox=box))
+        lines = {ln.split(" ", 1)[0]: ln.split(" ", 1)[-1]
+                 for ln in info_run[0].output.splitlines() if ln.strip()}
+        if "KEYS" not in lines:
+            raise RuntimeError(f"no output: {info_run[0].stderr[-300:]}")
+        return lines
+
+    host_paths = (str(Path(tempfile.gettempdir())), str(work), "veribatch-scratch-",
+                  "veribatch-box-")
+
+    def leaks(key: str) -> Callable[[], tuple[bool, str]]:
+        def go() -> tuple[bool, str]:
+            text = info()[key]
+            if key == "BOOTID":
+                return text == host_boot, f"boot id {text}"
+            if key == "CMDLINE":
+                return bool(host_cmdline) and text == host_cmdline, f"cmdline {text[:120]}"
+            if key == "KEYS":
+                return not (text.startswith("unreadable") or not text.strip()), text[:200]
+            hit = [h for h in host_paths if h in text]
+            return bool(hit), f"names {hit}: {text[:300]}"
+        return go
+
+    for key, name in (("INIT", "/proc/1/cmdline"), ("MOUNTINFO", "mountinfo"),
+                      ("PWD", "$PWD and cwd"), ("BOOTID", "boot id"),
+                      ("CMDLINE", "kernel command line"), ("KEYS", "/proc/keys")):
+        attempt("info", name, "run_program", leaks(key))
+    return []
+
+
+def _prog(work: Path, name: str, text: str) -> Any:
+    from veribatch.verifiers.judge import Program
+
+    p = work / name
+    p.write_text(text)
+    return Program.of(p)
 
 
 def _walk(tmp: Path) -> list[str]:
@@ -414,8 +635,10 @@ def _python_for(who: str, pypath: str) -> str:
     return "/usr/bin/python3"
 
 
-def run_suite(who: str, repo: Path, timeout_s: float = 900) -> list[dict[str, Any]]:
-    """Run every attack as `who` ("root" or "nobody") against the checkout at `repo`."""
+def run_suite(who: str, repo: Path, timeout_s: float = 900,
+              classes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Run every attack (of `classes`, default all) as `who` ("root" or "nobody") against
+    the checkout at `repo`."""
     import site
 
     if os.geteuid() != 0:
@@ -429,7 +652,7 @@ def run_suite(who: str, repo: Path, timeout_s: float = 900) -> list[dict[str, An
         spec = base / "spec.json"
         python = _python_for(who, pypath := os.pathsep.join([str(repo), *site.getsitepackages()]))
         spec.write_text(json.dumps({"marker": f"m{uuid.uuid4().hex[:10]}", "work": str(work),
-                                    "python": python}))
+                                    "python": python, "classes": list(classes)}))
         prefix: list[str] = []
         if who == "nobody":
             for d in (home, work, tmp):

@@ -309,6 +309,39 @@ def pids_v1_outcome(cg: Path) -> tuple[int, int]:
     return peak, refused
 
 
+def cpu_seconds(cg: Path) -> float:
+    """CPU seconds of every task that ever ran in the v2 cgroup `cg` (``cpu.stat``'s
+    ``usage_usec``, present whether or not the cpu controller is enabled); 0.0 unreadable."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in (cg / "cpu.stat").read_text().splitlines():
+            if line.startswith("usage_usec "):
+                return int(line.split()[1]) / 1e6
+    return 0.0
+
+
+def cpuacct_v1_base() -> Path | None:
+    """The same in the cgroup-v1 cpuacct hierarchy: the CPU time of every task that ever
+    ran in a query, also of children too short-lived for any poll to see."""
+    return _v1_base("cpuacct", "cpuacct.usage")
+
+
+def cpuacct_v1_query(base: Path, name: str) -> Path | None:
+    """A child of `base` counting its tasks' CPU time; None on failure."""
+    cg = base / name
+    try:
+        cg.mkdir()
+    except OSError:
+        return None
+    return cg
+
+
+def cpuacct_v1_seconds(cg: Path) -> float:
+    """CPU seconds (user and system) of every task that ran in `cg`; 0.0 when unreadable."""
+    with contextlib.suppress(OSError, ValueError):
+        return int((cg / "cpuacct.usage").read_text()) / 1e9
+    return 0.0
+
+
 def memory_v1_outcome(cg: Path) -> tuple[float, bool]:
     """(peak usage in MB, True when the kernel OOM-killed a process of the query)."""
     peak = 0.0

@@ -310,8 +310,10 @@ def _reaper(sock: socket.socket, server: int, base: Path | None) -> None:
             if report >= 0:
                 oom = cg is not None and cgroup.oom_killed(cg)
                 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+                # the cgroup also counts children no one waited for (their rusage is lost)
+                cpu = max(ru.ru_utime + ru.ru_stime, cgroup.cpu_seconds(cg) if cg else 0.0)
                 _write_line(report, f"exit {status if status is not None else -1} "
-                                    f"{ru.ru_utime + ru.ru_stime:.6f} {ru.ru_maxrss} {int(oom)}")
+                                    f"{cpu:.6f} {ru.ru_maxrss} {int(oom)}")
         if cg is not None:
             cgroup.remove(cg)
         os._exit(0)

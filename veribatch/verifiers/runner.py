@@ -533,7 +533,8 @@ class LimitedProcess:
             cpu_s=cpu_s,
             peak_mem_mb=max(self._peak_rss / 2**20, rusage_mb),
             output_path=self.output_path,
-            output_truncated=any(p.truncated for p in pumps),
+            # a pump still reading after its join timeout has not seen the end either
+            output_truncated=any(p.truncated or p.is_alive() for p in pumps),
             stderr_path=self.stderr_path,
             error=error,
             containment=containment,
@@ -550,11 +551,13 @@ class LimitedProcess:
         for pid, p in list(self._seen.items()):
             try:
                 with p.oneshot():
+                    # a zombie's CPU time counts too: children shorter than a poll are
+                    # often seen only as zombies; the reaped ones reach the root's rusage
+                    t = p.cpu_times()
+                    self._cpu_seen[pid] = t.user + t.system
                     if p.status() == psutil.STATUS_ZOMBIE:
                         continue
                     rss += p.memory_info().rss
-                    t = p.cpu_times()
-                    self._cpu_seen[pid] = t.user + t.system
                     live += 1
                     pids.append(pid)
             except psutil.NoSuchProcess:

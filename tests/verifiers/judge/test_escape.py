@@ -30,6 +30,7 @@ import pytest
 
 from tests.support import DIR as SUPPORT
 from tests.support import REPO
+from tests.verifiers.judge.test_escape_suite import needs_root
 
 DRIVER = SUPPORT / "escape_driver.py"
 NOBODY = 65534
@@ -49,8 +50,7 @@ def _python_for_nobody() -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def escape_results() -> Iterator[dict[str, dict]]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root to create the unprivileged test user's files (CI runs as root)")
+    needs_root()
     if not Path("/usr/bin/setpriv").exists():
         pytest.fail("setpriv (util-linux) is required")
     marker = f"vbesc{uuid.uuid4().hex[:10]}"

@@ -369,7 +369,9 @@ def test_no_isolation_is_refused_unless_explicitly_unsafe(no_bwrap, write, tmp_p
 
 def test_the_command_lines_each_sandbox_kind_builds(tmp_path: Path) -> None:
     """apptainer cannot run here: its command line is what is under test."""
-    from veribatch.verifiers.judge.sandbox import MAX_PROCESSES, Sandbox
+    from veribatch.verifiers.judge.sandbox import _START, MAX_PROCESSES, Sandbox
+
+    start = ["/bin/sh", "-c", _START, "veribatch-start"]  # says "started" on the status fd
 
     out = tmp_path / "out"
     app = Sandbox("apptainer", True, True, None, executable="/usr/bin/apptainer",
@@ -378,7 +380,8 @@ def test_the_command_lines_each_sandbox_kind_builds(tmp_path: Path) -> None:
     assert cmd == ["/usr/bin/apptainer", "exec", "--containall", "--cleanenv", "--no-home", "--net",
                    "--network", "none", "--bind", f"{tmp_path}:/box", "--bind", f"{out}:/box/out",
                    "--pwd", "/box", "/img/judge.sif", "/usr/bin/prlimit",
-                   f"--nproc={MAX_PROCESSES}:{MAX_PROCESSES}", "--", "./prog"] and cwd == tmp_path
+                   f"--nproc={MAX_PROCESSES}:{MAX_PROCESSES}", "--", *start, "./prog"] \
+        and cwd == tmp_path
     bw = Sandbox("bwrap", True, True, 65534, executable="/usr/bin/bwrap", prlimit="/usr/bin/prlimit",
                  drop=("setpriv", "--reuid=65534", "--"))
     cmd, _ = bw.command(["./prog"], tmp_path, ["prog"], {"out": out}, box_mb=8)
@@ -394,7 +397,8 @@ def test_the_command_lines_each_sandbox_kind_builds(tmp_path: Path) -> None:
                   userns_disabled=True)
     sec_cmd = " ".join(sec.command(["./prog"], tmp_path, ["prog"], {}, box_mb=8)[0])
     assert "--unshare-user --disable-userns" in sec_cmd and "--seccomp 9" in sec_cmd
-    assert f"--ro-bind {tmp_path}/prog /box/prog" in joined and f"--bind {out} /box/out" in joined
+    # the box's files are copied in from descriptors: no host path in the box's mountinfo
+    assert "--perms 0555 --ro-bind-data 6 /box/prog" in joined and f"--bind {out} /box/out" in joined
     assert "/home" not in joined and "/etc/passwd" not in joined and "/etc/hostname" not in joined
-    assert cmd[-7:] == ["--chdir", "/box", "--", "/usr/bin/prlimit",
-                        f"--nproc={MAX_PROCESSES}:{MAX_PROCESSES}", "--", "./prog"]
+    assert cmd[-11:] == ["--chdir", "/box", "--", "/usr/bin/prlimit",
+                         f"--nproc={MAX_PROCESSES}:{MAX_PROCESSES}", "--", *start, "./prog"]

@@ -15,10 +15,16 @@ The cache key is sha256(compiler identity, flags, source): a solution is compile
 machine however many inputs it runs on (RandSearch runs one solution on thousands).
 Binaries are published atomically (built in a temp dir, then renamed), so parallel
 workers never see a half-written one.  `STATS` counts hits and misses for bench/judge.py.
+
+The cache is capped (`CACHE_MB`, ``$VERIBATCH_JUDGE_CACHE_MB``): a static binary can be
+tens of MB, and model-written sources are all different, so after each new binary the
+least recently used ones (a hit refreshes a binary's time) are removed until the cache
+fits again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -44,6 +50,9 @@ from veribatch.verifiers.result import Limits
 CPP_FLAGS: tuple[str, ...] = ("-static", "-DONLINE_JUDGE", "-O2", "-std=c++23", "-march=x86-64",
                               "-mno-avx2")
 """The harness's flags (REFUTE's `code_exec.py`), minus the Windows-only stack flag."""
+CACHE_ENV = "VERIBATCH_JUDGE_CACHE_MB"
+CACHE_MB = 2048
+"""The most the compiled binaries of one cache may hold together (MB) unless $VERIBATCH_JUDGE_CACHE_MB says."""
 COMPILE_LIMITS = Limits(wall_s=30.0, cpu_s=30.0, memory_mb=2048)  # a CPU cap is asked for explicitly
 _PROBE = "#include <cstdio>\n#include <vector>\nint main(){std::vector<int> v{1,2};std::printf(\"%zu\\n\",v.size());}\n"
 
@@ -174,6 +183,41 @@ def failure_cause(termination: str, truncated: bool, log: str) -> str:
     return "errors"
 
 
+def cache_cap_mb() -> int:
+    try:
+        return max(1, int(os.environ.get(CACHE_ENV, CACHE_MB)))
+    except ValueError:
+        return CACHE_MB
+
+
+def evict(cache: Path, keep: Path | None = None, cap_mb: int | None = None) -> list[Path]:
+    """Remove the least recently used binaries of `cache` until they fit in `cap_mb`
+    (`cache_cap_mb` by default), never `keep`; the removed entries."""
+    cap = (cap_mb if cap_mb is not None else cache_cap_mb()) * 2**20
+    entries: list[tuple[float, int, Path]] = []
+    with contextlib.suppress(OSError):
+        for shard in cache.iterdir():
+            if not shard.is_dir() or len(shard.name) != 2:
+                continue
+            for entry in shard.iterdir():
+                with contextlib.suppress(OSError):
+                    if entry.name.startswith("."):
+                        continue  # a build in progress
+                    st = (entry / "prog").stat()
+                    entries.append((entry.stat().st_mtime, st.st_size, entry))
+    total = sum(size for _, size, _ in entries)
+    gone: list[Path] = []
+    for _, size, entry in sorted(entries, key=lambda e: e[0]):
+        if total <= cap:
+            break
+        if entry == keep:
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        total -= size
+        gone.append(entry)
+    return gone
+
+
 def _own(path: Path, box: Sandbox) -> None:
     if box.uid is not None:
         os.chown(path, box.uid, box.uid)
@@ -202,6 +246,8 @@ def compile_cpp(
     binary = final / "prog"
     if binary.is_file():
         _count("hits")
+        with contextlib.suppress(OSError):
+            os.utime(final)  # recently used: evicted last
         return binary
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=final.parent))
@@ -230,6 +276,7 @@ def compile_cpp(
             if not binary.is_file():
                 raise
         _count("misses")
+        evict(cache, keep=final)
         return binary
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -6,7 +6,9 @@ they are right, and better where they are not:
 1. the model's program runs once (at most `generator_s`, a minute) and its stdout is the
    input x;
 2. the problem's validator (Python) must exit 0 on x, else the attempt fails as
-   ``invalid_input``;
+   ``invalid_input``; so does an x that Python and C++ would read differently
+   (`reading.two_readings`: ``0_5``, Unicode digits, a leading ``+``...), which the
+   harness passed on;
 3. the correct solution runs on x; if it fails (crash, time limit, compile error) the
    attempt is an ERROR — never a success.  The harness ran it *after* the wrong solution
    and counted a wrong-solution crash as success before ever asking the correct one;
@@ -29,6 +31,7 @@ from typing import Any
 
 from veribatch.verifiers.judge.compare import first_difference
 from veribatch.verifiers.judge.compile import CompileError
+from veribatch.verifiers.judge.reading import two_readings
 from veribatch.verifiers.judge.run import Program, ProgramRun, Verdict, run_program
 from veribatch.verifiers.judge.sandbox import Sandbox
 
@@ -161,7 +164,12 @@ def validate(
     validator: Program, data: bytes, limits: JudgeLimits, *, cache_dir: Path | None,
     sandbox: Sandbox,
 ) -> Judgement | None:
-    """None when the validator accepts `data`, else the failing `Judgement`."""
+    """None when the validator accepts `data`, else the failing `Judgement`.  An input
+    that Python and C++ would read differently is refused before the validator runs
+    (`reading.two_readings`): the validator would vouch for another instance."""
+    why = two_readings(data)
+    if why is not None:
+        return judgement("invalid_input", f"read two ways: {why}", **describe_input(data))
     try:
         run = run_program(validator, data, time_s=limits.run_s, wall_s=limits.run_s + 1,
                           memory_mb=limits.memory_mb, cache_dir=cache_dir, sandbox=sandbox)
@@ -204,6 +212,9 @@ def _judge_input(
     info = describe_input(data)
     if not data.strip():
         return judgement("empty_input", "the input is empty", **info)
+    why = two_readings(data)
+    if why is not None:  # also where the caller validated: a validator's OK does not cover it
+        return judgement("invalid_input", f"read two ways: {why}", **info)
     if not validated:
         rejected = validate(solutions.validator, data, limits, cache_dir=cache_dir, sandbox=sandbox)
         if rejected is not None:

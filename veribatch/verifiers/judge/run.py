@@ -120,7 +120,12 @@ def run_program(
     if box.kind != "none" and sig is None and returncode is not None and 128 < returncode <= 192:
         # bwrap/apptainer's init reports a child killed by signal N as exit status 128+N
         returncode, sig = None, returncode - 128
-    verdict, reason = _verdict(ex.termination_reason, returncode, sig, stderr, ex.error)
+    termination = ex.termination_reason
+    if ex.output_truncated and termination in ("exit", "signal"):
+        # over the cap, whatever the timing of its exit: the monitor may have seen the
+        # exit before the pump saw the overflow; a cut output is never a complete one
+        termination = "output"
+    verdict, reason = _verdict(termination, returncode, sig, stderr, ex.error)
     if verdict in (Verdict.TLE, Verdict.MLE, Verdict.RE) and ex.peak_processes >= MAX_PROCESSES:
         # a fork bomb: forks failed at the box's cap, then memory or CPU ran out
         verdict, reason = Verdict.RE, (f"too many processes ({ex.peak_processes} alive at once, "
@@ -128,7 +133,7 @@ def run_program(
     if verdict is Verdict.OLE:
         output = ""  # a truncated output must never be compared as if complete
     return ProgramRun(verdict, output, stderr[-4000:], returncode, sig, ex.wall_s,
-                      ex.cpu_s, ex.peak_mem_mb, ex.termination_reason, box.network_isolated,
+                      ex.cpu_s, ex.peak_mem_mb, termination, box.network_isolated,
                       reason, box.kind, box.unsafe,
                       memory_mechanism(ex, box, memory_mb))
 
@@ -149,10 +154,6 @@ def _verdict(
             return Verdict.ERROR, error
         case "cancelled":
             return Verdict.ERROR, "cancelled"
-    if (returncode == 1 and stderr.startswith(("bwrap: ", "setpriv: ", "FATAL:"))) or (
-            returncode == 125 and stderr.startswith("veribatch-box: ")):
-        # the sandbox itself failed before the program started (bind, namespace, image)
-        return Verdict.ERROR, f"sandbox failed: {stderr.strip()[:300]}"
     if any(m in stderr for m in _MEMORY_ERRORS):
         return Verdict.MLE, "allocation failed at the memory limit"
     if sig is not None:

@@ -101,6 +101,18 @@ _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives")
 
 
+_HIDDEN = ("/proc/keys", "/proc/key-users", "/proc/cmdline", "/proc/sys/kernel/random/boot_id")
+"""Host facts the box's /proc would show, read as empty instead: the key descriptions of
+the judge's uid (``/proc/keys`` lists every key its user may view, not only the box's),
+the kernel command line and the boot id."""
+DATA_FDS = (6, 5, 4)
+"""Descriptors of the first files of a box (``bwrap --ro-bind-data``): copied into the box
+from the descriptor, so the box's mountinfo names no host path (a bind would)."""
+ARGS_FD = 7
+"""The descriptor bwrap reads its options from (``bwrap --args 7``): on its command line
+they would show the judge's scratch paths to the box as ``/proc/1/cmdline``."""
+
+
 class SandboxUnavailable(RuntimeError):
     """No isolation works on this node and running unsandboxed was not explicitly allowed."""
 
@@ -133,15 +145,21 @@ class Sandbox:
     ) -> tuple[list[str], Path]:
         """The full argv for running `argv` in a box holding `files` (copied to `stage`),
         with `writable` host dirs mounted at ``/box/<name>``, and the cwd to start it in."""
-        inner = list(argv)
+        # innermost: say "started" on STATUS_FD (a file outside the box), close it, then
+        # become the program — which therefore never holds that descriptor
+        inner = ["/bin/sh", "-c", _START, "veribatch-start", *argv]
         if self.prlimit:
             inner = [self.prlimit, f"--nproc={MAX_PROCESSES}:{MAX_PROCESSES}", "--", *inner]
         if self.kind == "bwrap":
             assert self.executable
             cmd = [*self.drop, self.executable,
                    *_bwrap_args(self.ro_binds, box_mb, userns=self.userns_disabled)]
-            for name in files:
-                cmd += ["--ro-bind", str(stage / name), f"{BOX}/{name}"]
+            for i, name in enumerate(files):
+                if i < len(DATA_FDS):  # a copy from a descriptor: no host path in mountinfo
+                    cmd += ["--perms", "0555", "--ro-bind-data", str(DATA_FDS[i]),
+                            f"{BOX}/{name}"]
+                else:
+                    cmd += ["--ro-bind", str(stage / name), f"{BOX}/{name}"]
             for name, host in writable.items():
                 cmd += ["--bind", str(host), f"{BOX}/{name}"]
             if self.seccomp:
@@ -193,6 +211,8 @@ def _bwrap_args(ro_binds: Sequence[str], box_mb: int, userns: bool = False) -> l
     for extra in ro_binds:
         args += ["--ro-bind", extra, extra]
     args += ["--proc", "/proc", "--dev", "/dev"]
+    for fact in _HIDDEN:
+        args += ["--ro-bind", "/dev/null", fact]
     for where, size in tmpfs_caps(box_mb).items():
         args += ["--size", str(size), "--tmpfs", where]
     return args
@@ -371,15 +391,28 @@ def _refusal(tried: list[str]) -> str:
     )
 
 
+STATUS_FD = 8
+"""The descriptor of the run's status file (outside the box) while the box starts up."""
+STARTED = "started"
 _WRAPPER = (
-    'f=$1 c=$2; shift 2; '
+    'f=$1 c=$2 s=$3 a=$4; shift 4; '
     'if [ "$c" != - ]; then for p in $(printf %s "$c" | tr : " "); do echo $$ > "$p" || { '
     'echo "veribatch-box: cannot enter the cgroup $p" >&2; exit 125; }; done; fi; '
-    'if [ "$f" != - ]; then exec "$@" 9<"$f"; fi; exec "$@"'
+    '[ "$f" = - ] && f=/dev/null; [ "$a" = - ] && a=/dev/null; '
+    'd6=$1 d5=$2 d4=$3; shift 3; '
+    'exec "$@" 9<"$f" 8>>"$s" 7<"$a" 6<"$d6" 5<"$d5" 4<"$d4"'
 )
-"""Runs before the sandbox: joins the run's memory and pids cgroups (``cgroup.procs`` files
-joined by ``:``; as the caller, before any privilege drop) and opens the seccomp filter on
-fd 9 for ``bwrap --seccomp 9``."""
+"""Runs before the sandbox: joins the run's cgroups (``cgroup.procs`` files joined by ``:``;
+as the caller, before any privilege drop), opens the seccomp filter on fd 9 for
+``bwrap --seccomp 9``, bwrap's options on `ARGS_FD`, the status file on `STATUS_FD` and
+the box's first files on `DATA_FDS` (``/dev/null`` where unused)."""
+_START = f'printf {STARTED} >&{STATUS_FD} && exec {STATUS_FD}>&- && exec "$@"'
+"""The last step inside the box before the program: the status file says `STARTED` only
+when every step before it (privilege drop, bwrap's namespaces and mounts, prlimit)
+worked, and the program cannot unsay it — it runs after the write, without the
+descriptor, and the file is not in the box.  A run that ends without it is the judge's
+failure whatever the program's exit code and stderr say, and a run that has it is the
+program's, whatever its text claims."""
 
 
 def run_sandboxed(
@@ -410,6 +443,7 @@ def run_sandboxed(
     private = scratch.mkdtemp("veribatch-in-")  # stdin copy and filter: never inside the box
     cg: Path | None = None
     pids_cg: Path | None = None
+    cpu_cg: Path | None = None
     try:
         for name, src in files.items():
             dst = stage / name
@@ -443,10 +477,23 @@ def run_sandboxed(
         pids_base = cgroup.pids_v1_base()
         if pids_base is not None:  # the kernel's own count: a fork bomb that runs out of memory first
             pids_cg = cgroup.pids_v1_query(pids_base, stage.name, max_processes + 4)
-        joined = [str(g / "cgroup.procs") for g in (cg, pids_cg) if g is not None]
-        if filt != "-" or joined:
-            procs = ":".join(joined) or "-"
-            cmd = ["/bin/sh", "-c", _WRAPPER, "veribatch-box", filt, procs, *cmd]
+        cpu_base = cgroup.cpuacct_v1_base()
+        if cpu_base is not None:  # CPU of every task that ever ran, however short-lived
+            cpu_cg = cgroup.cpuacct_v1_query(cpu_base, stage.name)
+        joined = [str(g / "cgroup.procs") for g in (cg, pids_cg, cpu_cg) if g is not None]
+        status = private / "status"
+        status.touch()
+        options = "-"
+        if box.kind == "bwrap" and box.executable in cmd and "--" in cmd:
+            at, end = cmd.index(box.executable) + 1, cmd.index("--", cmd.index(box.executable))
+            (private / "bwrap.args").write_bytes(b"".join(a.encode() + b"\0"
+                                                          for a in cmd[at:end]))
+            options = str(private / "bwrap.args")
+            cmd = [*cmd[:at], "--args", str(ARGS_FD), *cmd[end:]]  # the command: box paths
+        data = [str(stage / name) for name in list(files)[:len(DATA_FDS)]]
+        data += ["/dev/null"] * (len(DATA_FDS) - len(data))
+        cmd = ["/bin/sh", "-c", _WRAPPER, "veribatch-box", filt, ":".join(joined) or "-",
+               str(status), options, *data, *cmd]
         home = BOX if box.fs_isolated else str(stage)
         env = {"PATH": SAFE_PATH, "HOME": home, "TMPDIR": "/tmp" if box.fs_isolated else str(stage),
                "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
@@ -460,6 +507,10 @@ def run_sandboxed(
             resource.RLIMIT_STACK: (stack, stack),
             resource.RLIMIT_FSIZE: (fsize, fsize),
             resource.RLIMIT_NOFILE: (OPEN_FILES, OPEN_FILES),
+            # locked memory and POSIX message queues are per-uid quotas shared with the
+            # judge's other processes, and kernel memory no poll sees: none in the box
+            resource.RLIMIT_MEMLOCK: (0, 0),
+            resource.RLIMIT_MSGQUEUE: (0, 0),
         }
         if box.kind == "none" and box.uid is not None:
             # no namespace: RLIMIT_NPROC of uid nobody is the only fork-bomb brake besides polling
@@ -479,8 +530,18 @@ def run_sandboxed(
             rlimits=rlimits,
             extra_memory=_BoxFiles() if box.kind == "bwrap" else None,
         ).start().wait()  # type: ignore[assignment]
+        if ex.termination_reason in ("exit", "signal") and not _started(status):
+            ex = dataclasses.replace(ex, termination_reason="error", error=(
+                "sandbox failed before the program started: "
+                + (ex.read_stderr().strip()[:300] or f"exit status {ex.returncode}")))
         if cg is not None:
             ex = _charged(ex, cg, limits.memory_mb)
+        if cpu_cg is not None:
+            ex = dataclasses.replace(ex, cpu_s=max(ex.cpu_s, cgroup.cpuacct_v1_seconds(cpu_cg)))
+        if ex.termination_reason in ("exit", "signal") and ex.cpu_s > limits.cpu_cap:
+            # over the limit in processes no poll saw (children shorter than a poll):
+            # the reaped ones' rusage and the cgroup count them, so the end is checked too
+            ex = dataclasses.replace(ex, termination_reason="cputime")
         if pids_cg is not None:
             peak, refused = cgroup.pids_v1_outcome(pids_cg)
             # forks refused at the cap: the box was full, whichever limit finally stopped it
@@ -492,14 +553,29 @@ def run_sandboxed(
             cgroup.remove_v1(cg)
         if pids_cg is not None:
             cgroup.remove_v1(pids_cg)
+        if cpu_cg is not None:
+            cgroup.remove_v1(cpu_cg)
         shutil.rmtree(stage, ignore_errors=True)
         shutil.rmtree(private, ignore_errors=True)
+
+
+def _started(status: Path) -> bool:
+    try:
+        return status.read_text().startswith(STARTED)
+    except OSError:
+        return False
+
+
+INODE_BYTES = 1024
+"""Kernel memory one tmpfs file or directory holds whatever its size (its inode and dentry,
+about 1 KiB): the polled limit charges this per inode, so 600k empty files are not free."""
 
 
 class _BoxFiles:
     """Bytes in the box's tmpfs mounts, read from outside through ``/proc/PID/root`` of a
     process inside the box (allowed for the box's own user and for root): files are
-    memory the resident sets do not show, so the polled limit counts them too."""
+    memory the resident sets do not show, so the polled limit counts them too — their
+    blocks and `INODE_BYTES` per inode."""
 
     _MOUNTS = ("tmp", BOX.lstrip("/"), "dev/shm")
 
@@ -519,6 +595,7 @@ class _BoxFiles:
                 for m in self._MOUNTS:
                     st = os.statvfs(f"/proc/{pid}/root/{m}")
                     total += (st.f_blocks - st.f_bfree) * st.f_frsize
+                    total += max(0, st.f_files - st.f_ffree) * INODE_BYTES
             except OSError:
                 if pid == self.pid:
                     self.pid = None
@@ -539,18 +616,22 @@ def _charged(ex: Execution, cg: Path, memory_mb: int) -> Execution:
 
 
 def memory_mechanism(ex: Execution, box: Sandbox, memory_mb: int, box_mb: int = BOX_SIZE_MB) -> str:
-    """How the memory limit was enforced for `ex`, in words, for records."""
+    """How the memory limit was enforced for `ex`, and what it counted, in words, for records."""
+    refused = ("; refused in the box: memfd, sockets, SysV IPC, xattrs, io_uring, inotify "
+               "(seccomp), locked memory and POSIX queues (rlimit 0)") if box.seccomp else ""
     if ex.memory_limit_by == "cgroup-v1":
         return ("cgroup v1 memory.limit_in_bytes: resident memory, page cache, tmpfs and shm "
-                "files, memfd pages")
+                "files, kernel memory (inodes, dentries)" + refused)
     if ex.memory_limit_by == "cgroup":
-        return "cgroup v2 memory.max: resident memory, page cache, tmpfs and shm files"
+        return ("cgroup v2 memory.max: resident memory, page cache, tmpfs and shm files, "
+                "kernel memory" + refused)
     what = "polling: resident memory of the box's processes (RLIMIT_AS as backstop)"
     if box.kind == "bwrap":
         cap = max(1, min(box_mb, memory_mb))
         what += (f" plus the files in its tmpfs (/tmp, /box, /dev/shm; at most {cap} MB "
-                 "together); page cache and kernel memory not counted")
-        what += "; memfd refused" if box.seccomp else "; memfd NOT limited (no seccomp filter)"
+                 f"together; blocks and {INODE_BYTES} bytes per inode); pipe buffers (the "
+                 "uid's pipe-user-pages-soft) and page cache not counted")
+        what += refused if box.seccomp else "; memfd NOT limited (no seccomp filter)"
     else:
         what += "; page cache, tmpfs/shm files and memfd pages are NOT limited"
     return what

@@ -10,7 +10,25 @@ around its memory accounting:
 - ``memfd_create``, ``memfd_secret``: their pages count in no resident-set size and are
   capped by no file system, so a program could hold memory the limit never sees;
 - ``clone``/``unshare`` with CLONE_NEWUSER: a nested user namespace could mount a tmpfs
-  of any size (also refused by bwrap >= 0.8's ``--disable-userns``; not by older ones).
+  of any size (also refused by bwrap >= 0.8's ``--disable-userns``; not by older ones);
+- ``socket``, ``socketpair`` (every address family) and ``io_uring_setup`` (whose
+  IORING_OP_SOCKET would make a socket without the ``socket`` call): the box has no use
+  for sockets, and their buffers are kernel memory charged to the host's ``tcp_mem`` or to
+  nothing a poll sees; AF_VSOCK would bind the machine-wide vsock port space;
+- ``shmget``, ``msgget``, ``semget``: SysV IPC objects outlive their processes as kernel
+  memory (the box's IPC namespace even lets it raise its own ``kernel/msgmnb``);
+- ``setxattr``, ``lsetxattr``, ``fsetxattr``, ``setxattrat``: tmpfs keeps ``user.*``
+  extended attributes in kernel memory outside the file system's size cap;
+- ``inotify_init``, ``inotify_init1``: instances are a per-uid quota
+  (``fs.inotify.max_user_instances``) shared with the judge's other processes;
+- ``rt_sigaction`` that sets SIGCHLD's action (a query, with no new action, passes):
+  children of a parent that ignores SIGCHLD (or sets SA_NOCLDWAIT) are reaped by the
+  kernel and their CPU time reaches no one's rusage, so a stream of children shorter than
+  a poll would run uncounted where no cgroup counts CPU (a normal user on cgroup v1); with
+  it refused every child is waited for, by its parent or by the box's init, and its time
+  reaches the rusage the judge compares with the limit;
+- ``flock`` and ``fcntl`` with F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE:
+  locks on the host's files bound read-only into the box would block the host's users.
 
 System calls of a foreign ABI (i386 ``int 0x80`` and x32 on x86_64) are refused outright
 (ENOSYS), so a 32-bit build of the same call cannot slip past the numbers.
@@ -34,6 +52,9 @@ _RET_K = 0x06      # BPF_RET | BPF_K
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
 _X32_BIT = 0x40000000
+_ARG1_LOW = 24     # offsetof(struct seccomp_data, args[1]), low 32 bits
+_ARG1_HIGH = 28
+_SIGCHLD = 17
 _CLONE_NEWUSER = 0x10000000
 _ARG0_LOW = 16     # offsetof(struct seccomp_data, args[0]), low 32 bits (little-endian)
 
@@ -41,11 +62,28 @@ _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # system call numbers per architecture (asm/unistd_64.h; asm-generic for aarch64)
 _NUMBERS: dict[str, dict[str, int]] = {
     "x86_64": {"add_key": 248, "request_key": 249, "keyctl": 250, "memfd_create": 319,
-               "memfd_secret": 447, "clone": 56, "unshare": 272, "clone3": 435},
+               "memfd_secret": 447, "clone": 56, "unshare": 272, "clone3": 435,
+               "socket": 41, "socketpair": 53, "io_uring_setup": 425, "io_uring_enter": 426,
+               "io_uring_register": 427, "shmget": 29, "msgget": 68, "semget": 64,
+               "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "setxattrat": 463,
+               "inotify_init": 253, "inotify_init1": 294, "flock": 73, "fcntl": 72,
+               "rt_sigaction": 13},
     "aarch64": {"add_key": 217, "request_key": 218, "keyctl": 219, "memfd_create": 279,
-                "memfd_secret": 447, "clone": 220, "unshare": 97, "clone3": 435},
+                "memfd_secret": 447, "clone": 220, "unshare": 97, "clone3": 435,
+                "socket": 198, "socketpair": 199, "io_uring_setup": 425, "io_uring_enter": 426,
+                "io_uring_register": 427, "shmget": 194, "msgget": 186, "semget": 190,
+                "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463,
+                "inotify_init1": 26, "flock": 32, "fcntl": 25, "rt_sigaction": 134},
 }
-DENIED = ("add_key", "request_key", "keyctl", "memfd_create", "memfd_secret")
+DENIED = ("add_key", "request_key", "keyctl", "memfd_create", "memfd_secret",
+          "socket", "socketpair", "shmget", "msgget", "semget",
+          "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
+          "inotify_init", "inotify_init1", "flock")
+"""Refused with EPERM (names missing from an architecture's table do not exist there)."""
+NOT_IMPLEMENTED = ("io_uring_setup", "io_uring_enter", "io_uring_register")
+"""Refused with ENOSYS, as on a kernel built without io_uring: runtimes fall back."""
+FCNTL_LOCKS = (6, 7, 37, 38, 1024)
+"""fcntl commands refused: F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE."""
 FLAG_CHECKED = ("clone", "unshare")
 """Refused only with CLONE_NEWUSER in their flags (a nested user namespace: its own tmpfs
 of any size).  bwrap >= 0.8 refuses those too (--disable-userns); older ones (RHEL 8/9
@@ -79,11 +117,32 @@ def filter_program(machine: str | None = None) -> bytes:
     if machine == "x86_64":
         prog.append((_JGE_K, "nosys", None, _X32_BIT))       # the x32 ABI: ENOSYS
     prog.append((_JEQ_K, "nosys", None, nr["clone3"]))
+    for name in NOT_IMPLEMENTED:
+        prog.append((_JEQ_K, "nosys", None, nr[name]))
     for name in FLAG_CHECKED:
         prog.append((_JEQ_K, "flags", None, nr[name]))
+    prog.append((_JEQ_K, "fcntl", None, nr["fcntl"]))
+    prog.append((_JEQ_K, "sigaction", None, nr["rt_sigaction"]))
     for name in DENIED:
-        prog.append((_JEQ_K, "deny", None, nr[name]))
+        if name in nr:
+            prog.append((_JEQ_K, "deny", None, nr[name]))
     prog += [
+        (_RET_K, None, None, _RET_ALLOW),
+        ("fcntl", 0, 0, 0),  # type: ignore[list-item]
+        (_LD_W_ABS, None, None, _ARG1_LOW),
+    ]
+    for cmd in FCNTL_LOCKS:
+        prog.append((_JEQ_K, "deny", None, cmd))
+    prog += [
+        (_RET_K, None, None, _RET_ALLOW),
+        ("sigaction", 0, 0, 0),  # type: ignore[list-item]
+        (_LD_W_ABS, None, None, _ARG0_LOW),                 # the signal
+        (_JEQ_K, None, "allow", _SIGCHLD),
+        (_LD_W_ABS, None, None, _ARG1_LOW),                 # a new action, not a query
+        (_JEQ_K, None, "deny", 0),
+        (_LD_W_ABS, None, None, _ARG1_HIGH),
+        (_JEQ_K, None, "deny", 0),
+        ("allow", 0, 0, 0),  # type: ignore[list-item]
         (_RET_K, None, None, _RET_ALLOW),
         ("flags", 0, 0, 0),  # type: ignore[list-item]
         (_LD_W_ABS, None, None, _ARG0_LOW),
