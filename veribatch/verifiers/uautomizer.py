@@ -3,7 +3,15 @@
 Command line: SV-COMP's (the InvBench repository publishes none of its own)::
 
     Ultimate.py --spec unreach-call.prp --file F.c --architecture 32bit|64bit
-                --full-output --witness-dir WORKDIR [options...]
+                --full-output --witness-dir WORKDIR --data WORKDIR/ultimate-data [options...]
+
+``--data``: Ultimate writes its settings (the OSGi configuration area, the platform's
+metadata) into ``data/`` beside ``Ultimate.py`` unless told otherwise, which fails before
+any verdict where the tool is installed read-only (a cluster's software share, an apptainer
+image).  Each query gets its own folder in its work directory (`Tool.scratch_dirs`: made
+before the run, removed after it); a fresh one costs no measurable start-up time.  The
+version is read from a short run with the same option (`version_argv`), because the
+wrapper's ``--ultversion`` starts Ultimate before it reads ``--data``.
 
 with two environment settings (`environment`): ``PATH`` starting with the directory of
 ``Ultimate.py``, because Ultimate runs the SMT solvers it finds on PATH and the release's
@@ -45,6 +53,10 @@ PROPERTIES = {
 ARCHITECTURES = {"ILP32": "32bit", "LP64": "64bit"}
 LOOPS_FILE = "veribatch-loops.json"
 COUNTEREXAMPLE_FILE = "UltimateCounterExample.errorpath"
+DATA_DIR = "ultimate-data"  # --data: Ultimate's settings, per query (see the module docstring)
+# What the version is read from: a program without a specification, the shortest full run
+# (it prints "This is Ultimate <version>" like --ultversion, which ignores --data).
+VERSION_PROGRAM = "int main(void) { return 0; }\n"
 # Ultimate starts its z3 with ``-memory:2024`` (MB); the JVM needs ~0.5 GB beyond its heap.
 SOLVER_RESERVE_MB = 2560
 
@@ -191,7 +203,10 @@ class UAutomizerTool(Tool):
     query_cores = 2
     certified_verdicts = False
     container_executable = "/opt/UAutomizer-linux/Ultimate.py"
+    # What the wrapper offers for its version (recorded in ../shared); `version_argv` runs a
+    # short query with --data instead, since --ultversion writes beside the tool.
     version_args = ("--ultversion",)
+    scratch_dirs = (DATA_DIR,)
 
     def executable(self) -> str:
         return find_executable("Ultimate.py", "VERIBATCH_UAUTOMIZER",
@@ -202,6 +217,15 @@ class UAutomizerTool(Tool):
         if not m:
             raise ValueError(f"uautomizer: no 'This is Ultimate <version>' in: {output[-300:]!r}")
         return m.group(1)
+
+    def version_argv(self, executable: str, scratch: Path) -> list[str]:
+        """A specification-less program verified with ``--data`` in `scratch` (see `VERSION_PROGRAM`)."""
+        (scratch / DATA_DIR).mkdir(exist_ok=True)
+        (scratch / "unreach-call.prp").write_text(PROPERTIES["unreach-call"])
+        (scratch / "version.c").write_text(VERSION_PROGRAM)
+        return [executable, "--spec", str(scratch / "unreach-call.prp"), "--file", str(scratch / "version.c"),
+                "--architecture", "32bit", "--full-output", "--witness-dir", str(scratch),
+                "--data", str(scratch / DATA_DIR)]
 
     def version(self, executable: str) -> str:
         """Ultimate's version and the z3 it will use: ``0.2.3-release-863304a+z3-4.12.0``."""
@@ -241,6 +265,7 @@ class UAutomizerTool(Tool):
             "--architecture", arch,
             "--full-output",
             "--witness-dir", str(workdir),
+            "--data", str(workdir / DATA_DIR),
             *query.options,
         ]
 
