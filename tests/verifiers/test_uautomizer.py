@@ -87,9 +87,11 @@ def check_true_quantified(v) -> None:
 
 
 def check_true_no_specification(v) -> None:
-    assert v.status is Status.TRUE and v.extras["invariants"] == []
-    assert v.reason == ("We were not able to verify any specification because the program does not "
-                        "contain any specification.")
+    # the wrapper says TRUE, but nothing was checked: no verdict, and the reason says why
+    assert v.extras["result_line"] == "TRUE" and v.extras["no_specification"] is True
+    assert v.status is Status.UNKNOWN and "invariants" not in v.extras
+    assert v.reason == ("no specification checked (the wrapper printed TRUE): We were not able to verify any "
+                        "specification because the program does not contain any specification.")
 
 
 def check_false_counterexample(v) -> None:
@@ -343,3 +345,19 @@ def test_end_to_end_timeout(rec: Path, tmp_path: Path, monkeypatch: pytest.Monke
     r = get_verifier("uautomizer").run(_program(rec, "timeout_killed_20s", tmp_path), Limits(1.0), tmp_path / "logs")
     assert r.status is Status.TIMEOUT and r.termination_reason == "walltime"
     assert "Start difference." in Path(r.log_path).read_text()
+
+
+def test_a_program_that_calls_reach_error_nowhere_is_named_before_any_run(rec: Path, shared_data: Path) -> None:
+    """The class behind the vacuous TRUE: what UAutomizer reads has no call of reach_error."""
+    from veribatch.verifiers.uautomizer import checks_no_specification
+
+    lost = (rec / "true_no_specification" / "program.c").read_text()  # its header lost its */
+    assert checks_no_specification(lost) == "no code: the program text is all comment"
+    assert checks_no_specification((rec / "true_invariants" / "program.c").read_text()) is None
+    easy = shared_data / "invbench" / "Dataset" / "Evaluation" / "Easy"
+    # `#include <assert.h>` and an undefined __VERIFIER_assert: reach_error's only call is in no code path
+    assert checks_no_specification((easy / "dll-rb-cnstr_1-2_4.c").read_text()) == (
+        "reach_error is declared but called nowhere in the program's code")
+    assert checks_no_specification("void reach_error(void);\n/* reach_error(); */\nint main() { return 0; }\n")
+    assert checks_no_specification('void reach_error() {}\nint main() { if (1) reach_error(); }\n') is None
+    assert checks_no_specification('char *s = "/* x";\nvoid reach_error() {}\nint main() { reach_error(); }') is None

@@ -184,6 +184,56 @@ def invariants(entries: list[ResultEntry], loops: dict[int, int | None] | None) 
     return found
 
 
+_CALL = re.compile(r"\breach_error\s*\(")
+_DECLARED = re.compile(r"\b(?:void|extern|int)\s+$")
+NO_SPECIFICATION = "does not contain any specification"
+
+
+def _code_only(text: str) -> str:
+    """`text` with its comments blanked as a C compiler reads them: a ``/*`` without its
+    ``*/`` runs to the end of the file, as it does for gcc and for Ultimate's parser."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        if text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            out.append(" ")
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif text[i] in "\"'":
+            j = i + 1
+            while j < n and text[j] != text[i] and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def checks_no_specification(program: str) -> str | None:
+    """Why UAutomizer would check nothing of ``unreach-call`` in `program`, or None.
+
+    The property is "no call of reach_error is reachable"; a program whose code (comments
+    removed as C removes them) calls reach_error nowhere — a header comment that lost its
+    ``*/`` swallowing the whole file, an assertion through an undefined ``__VERIFIER_assert``
+    or ``<assert.h>``'s ``assert`` — has nothing to check, and UAutomizer answers TRUE with
+    "...the program does not contain any specification".  Such a run is no verdict
+    (`UAutomizerTool.determine_result` makes it UNKNOWN), and a dataset label from one is
+    marked (InvBench: the quirk ``label_without_specification``)."""
+    code = _code_only(program)
+    for m in _CALL.finditer(code):
+        if not _DECLARED.search(code[max(0, m.start() - 12):m.start()]):
+            return None
+    if "reach_error" not in code:
+        return "no code: the program text is all comment" if not code.strip(" \n\t") else \
+            "no reach_error in the program's code"
+    return "reach_error is declared but called nowhere in the program's code"
+
+
 def z3_path(executable: str, path: str | None = None) -> str | None:
     """The ``z3`` Ultimate will run: the one beside ``Ultimate.py`` first, as `environment` sets PATH."""
     search = os.pathsep.join([str(Path(executable).parent), os.environ.get("PATH", "") if path is None else path])
@@ -293,10 +343,15 @@ class UAutomizerTool(Tool):
             where = f"line {syntax.line}" if syntax.line is not None else "unknown line"
             return ToolVerdict(Status.ERROR, f"{syntax.short} at {where}: {detail}".rstrip(": "), extras)
         if verdict_line == "TRUE":
-            extras["invariants"] = invariants(last, _loops(run.workdir))
             vacuous = next((d.strip() for e in last if e.kind == "AllSpecificationsHoldResult"
-                            for d in e.details if "does not contain any specification" in d), None)
-            return ToolVerdict(Status.TRUE, vacuous, extras)
+                            for d in e.details if NO_SPECIFICATION in d), None)
+            if vacuous is not None:
+                # "All specifications hold" of none: nothing was checked (`checks_no_specification`)
+                extras["no_specification"] = True
+                return ToolVerdict(Status.UNKNOWN, f"no specification checked (the wrapper printed TRUE): {vacuous}",
+                                   extras)
+            extras["invariants"] = invariants(last, _loops(run.workdir))
+            return ToolVerdict(Status.TRUE, None, extras)
         if verdict_line.startswith("FALSE"):
             cex = Path(run.workdir) / COUNTEREXAMPLE_FILE if run.workdir else None
             if cex is not None and cex.is_file():
