@@ -77,8 +77,8 @@ def test_runs_from_a_read_only_tool_folder(ultimate: Path, easy: Path, shared_da
     """`launch verify` with the tool folder mounted read-only — the shared copy itself, as CI
     and a cluster's software share have it (else the set-up copy): a verdict, Ultimate's
     settings in the query's own folder, nothing left there or beside the tool."""
-    shared_copy = shared_data.parent / "tools" / "uautomizer-0.2.3" / "UAutomizer-linux"
-    tool_dir = shared_copy if (shared_copy / "Ultimate.py").is_file() else ultimate.parent
+    shared_copy = (shared_data.parent / "tools" / "uautomizer-0.2.3" / "UAutomizer-linux").resolve()
+    tool_dir = shared_copy if (shared_copy / "Ultimate.py").is_file() else ultimate.resolve().parent
     ro = _read_only(tool_dir)
     probe = subprocess.run([*ro, "touch", str(tool_dir / "write-probe")], capture_output=True, text=True)
     assert probe.returncode != 0 and "Read-only file system" in probe.stderr  # really read-only
