@@ -51,8 +51,10 @@ checks every registered tool against this contract (`verifiers/uautomizer.py` an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from abc import ABC, abstractmethod
@@ -179,6 +181,9 @@ class Tool(ABC):
     # removed after it.  A tool installed read-only (a shared software folder, an apptainer
     # image) then runs, each query's state is its own, and none of it is left behind.
     scratch_dirs: ClassVar[tuple[str, ...]] = ()
+    # Wall limit of the version command (a tool that must start a JVM to answer needs more
+    # on a loaded node; a hung one is still bounded).
+    version_timeout_s: ClassVar[float] = 60.0
 
     @classmethod
     def missing_facts(cls) -> list[str]:
@@ -214,7 +219,8 @@ class Tool(ABC):
     def version(self, executable: str) -> str:
         """The tool's version, as the tool reports it on `version_argv`."""
         with tempfile.TemporaryDirectory(prefix=f"{self.name}-version-") as scratch:
-            return self.parse_version(read_version(self.version_argv(executable, Path(scratch)), cwd=scratch))
+            return self.parse_version(read_version(self.version_argv(executable, Path(scratch)),
+                                                   timeout_s=self.version_timeout_s, cwd=scratch))
 
     def support_files(self, query: Query) -> dict[str, str]:
         """File name → text, written into the work directory before `cmdline` runs (default none)."""
@@ -238,17 +244,23 @@ class Tool(ABC):
         """The verdict from a finished run's output."""
 
 
-def read_version(argv: list[str], timeout_s: float = 120.0, cwd: str | Path | None = None) -> str:
+def read_version(argv: list[str], timeout_s: float = 60.0, cwd: str | Path | None = None) -> str:
     """Run a version command and return its combined output (raises if it fails or hangs).
-    The limit is a JVM's start under load (UAutomizer answers from a short run)."""
-    proc = subprocess.run(
-        argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s, cwd=cwd
-    )
+    On a timeout its whole process group is killed: a JVM it started must not outlive it."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=cwd, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
     if proc.returncode != 0:
         raise RuntimeError(
-            f"{' '.join(argv)} exited with {proc.returncode}: {(proc.stderr or proc.stdout)[-500:]}"
+            f"{' '.join(argv)} exited with {proc.returncode}: {(stderr or stdout)[-500:]}"
         )
-    return proc.stdout + proc.stderr
+    return stdout + stderr
 
 
 def find_executable(name: str, env_var: str, *, extra_dirs: tuple[str, ...] = ()) -> str:

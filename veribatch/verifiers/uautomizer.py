@@ -257,6 +257,8 @@ class UAutomizerTool(Tool):
     # short query with --data instead, since --ultversion writes beside the tool.
     version_args = ("--ultversion",)
     scratch_dirs = (DATA_DIR,)
+    # the version is a short run (~9 s of CPU), which a loaded 2-core node stretched past 120 s
+    version_timeout_s = 600.0
 
     def executable(self) -> str:
         return find_executable("Ultimate.py", "VERIBATCH_UAUTOMIZER",

@@ -125,7 +125,8 @@ class Verifier:
                         writable=[Path(scratch)], pwd=Path(scratch),
                         binary=apptainer.apptainer_binary(),
                     )
-                    version = f"{self.tool.parse_version(read_version(argv))}+sha256:{digest}"
+                    version = self.tool.parse_version(read_version(argv, timeout_s=self.tool.version_timeout_s))
+                    version = f"{version}+sha256:{digest}"
             else:
                 version = self.tool.version(executable)
         except ToolNotFoundError:
