@@ -256,7 +256,15 @@ def main() -> int:
     ap.add_argument("--candidates", type=int, default=200, help="training programs for latency")
     ap.add_argument("--floor", type=int, default=20, help="queries of a trivial program (0: skip)")
     ap.add_argument("--floor-only", action="store_true", help="measure the floor and stop")
+    ap.add_argument("--against", choices=("uautomizer",), default=None,
+                    help="side by side with the real UAutomizer instead (bench/verifier_against.py)")
+    import verifier_against  # beside this file
+
+    verifier_against.add_arguments(ap)
     args = ap.parse_args()
+    if args.against:
+        return verifier_against.compare(args.sample or 12, args.seed, args.timeout, args.against_timeout,
+                                        args.against, args.json)
     print(f"code: {REPO}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     if args.floor:
         floor(args.floor)

@@ -152,3 +152,48 @@ def test_the_tool_environment_reaches_the_process_inside_the_image(
     assert lines[:2] == ["PATH=/bin/tools:/image/bin:/usr/bin:/bin", "GREETING=hello 512"]
     run_call = (tmp_path / "calls.txt").read_text().splitlines()[-1]
     assert "GREETING" not in run_call and "--env" not in run_call  # the pinned argv is unchanged
+
+
+# Stand-in for apptainer running the UAutomizer image: log argv; what follows the image runs
+# as Ultimate.py would inside it, replaying a recorded real run, only where the bound
+# writable folders let it write: the --data folder must be one of them.
+UA_STAND_IN = """#!/bin/sh
+printf '%s\\n' "$*" >> "{log}"
+rw=""; while [ "$#" -gt 0 ]; do
+  case "$1" in --bind) case "$2" in *:ro) ;; *) rw="$rw ${{2%%:*}}";; esac; shift;; *.sif) shift; break;; esac
+  shift
+done
+prev=""; data=""; for a in "$@"; do [ "$prev" = "--data" ] && data="$a"; prev="$a"; done
+ok=""; for d in $rw; do case "$data" in "$d"/*) ok=1;; esac; done
+[ -n "$ok" ] && [ -d "$data" ] || {{ echo "The configuration area at '$data' could not be created."; exit 1; }}
+cat "{rec}/true_invariants/stdout.txt"
+"""
+
+
+def test_uautomizer_in_its_image_writes_its_settings_only_into_a_bound_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_data: Path
+) -> None:
+    """The image is read-only: the version call and every query give Ultimate a --data
+    folder inside a folder bound writable (a scratch folder, the query's work directory)."""
+    from veribatch.verifiers.uautomizer import UAutomizerTool
+
+    fake = tmp_path / "apptainer"
+    fake.write_text(UA_STAND_IN.format(log=tmp_path / "calls.txt", rec=shared_data / "recorded" / "uautomizer"))
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("VERIBATCH_APPTAINER", str(fake))
+    img = tmp_path / "ua.sif"
+    img.write_bytes(b"ua-image")
+    v = Verifier(UAutomizerTool(), runtime="apptainer", image=img)
+    assert v.version.startswith("0.2.3-release-863304a+sha256:")
+    q = tmp_path / "q" / "p.c"
+    q.parent.mkdir()
+    q.write_text("int main(void) { return 0; }\n")
+    r = v.run(Query((q,)), Limits(30), tmp_path / "logs")
+    assert r.status is Status.TRUE, Path(r.log_path).read_text()[-300:]
+    version_call, run_call = (tmp_path / "calls.txt").read_text().splitlines()
+    workdir = Path(r.log_path).parent
+    assert f"--bind {workdir}:{workdir} --pwd {workdir}" in run_call
+    assert f"--data {workdir}/ultimate-data" in run_call and not (workdir / "ultimate-data").exists()
+    scratch = version_call.split("--pwd ")[1].split()[0]
+    assert f"--bind {scratch}:{scratch} " in version_call and f"--data {scratch}/ultimate-data" in version_call
+    assert not Path(scratch).exists()  # removed after the version was read

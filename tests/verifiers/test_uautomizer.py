@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -19,7 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from veribatch.verifiers.base import FinishedRun, Query, ToolEnvironment, UnsupportedQueryError
+from veribatch.verifiers.base import (
+    FinishedRun,
+    Query,
+    ToolEnvironment,
+    UnsupportedQueryError,
+    read_version,
+)
 from veribatch.verifiers.registry import get_verifier
 from veribatch.verifiers.result import Limits, Status
 from veribatch.verifiers.runner import execute
@@ -80,9 +87,11 @@ def check_true_quantified(v) -> None:
 
 
 def check_true_no_specification(v) -> None:
-    assert v.status is Status.TRUE and v.extras["invariants"] == []
-    assert v.reason == ("We were not able to verify any specification because the program does not "
-                        "contain any specification.")
+    # the wrapper says TRUE, but nothing was checked: no verdict, and the reason says why
+    assert v.extras["result_line"] == "TRUE" and v.extras["no_specification"] is True
+    assert v.status is Status.UNKNOWN and "invariants" not in v.extras
+    assert v.reason == ("no specification checked (the wrapper printed TRUE): We were not able to verify any "
+                        "specification because the program does not contain any specification.")
 
 
 def check_false_counterexample(v) -> None:
@@ -189,7 +198,7 @@ def test_cmdline_is_the_svcomp_one_and_the_environment_sets_path_and_heap(tmp_pa
     argv = TOOL.cmdline("/opt/U/Ultimate.py", Query((c,)), Limits(600, memory_mb=16384), w)
     assert argv == ["/opt/U/Ultimate.py",
                     "--spec", str(w / "unreach-call.prp"), "--file", str(c), "--architecture", "32bit",
-                    "--full-output", "--witness-dir", str(w)]
+                    "--full-output", "--witness-dir", str(w), "--data", str(w / "ultimate-data")]
     # what the shell prologue used to set: the tool's directory first on PATH, the heap in MB
     assert TOOL.environment("/opt/U/Ultimate.py", Limits(600, memory_mb=16384)) == ToolEnvironment(
         variables={"_JAVA_OPTIONS": "-Xmx13824m"}, path_prepend=("/opt/U",))
@@ -221,29 +230,38 @@ def test_environment_sets_path_and_heap_and_the_arguments_pass_unchanged(tmp_pat
 
 
 def _real_z3() -> str:
-    found = shutil.which("z3", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    found = shutil.which("z3", path=str(Path(sys.executable).parent)) or shutil.which("z3")
     if found is None:
         pytest.skip("no z3 binary (z3-solver installs one beside the interpreter)")
     return found
 
 
-def test_the_z3_beside_ultimate_wins_and_is_in_the_version(rec: Path, tmp_path: Path) -> None:
+def test_the_z3_beside_ultimate_wins_and_is_in_the_version(
+    rec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whichever z3 the machine has first on PATH plays no part: PATH is set here to a folder
+    holding another z3 (one that says a version no real z3 has)."""
     z3 = _real_z3()
-    import z3 as z3py
-
+    real = re.search(r"Z3 version (\S+)", read_version([z3, "-version"]))
+    assert real is not None
     tool_dir = tmp_path / "UAutomizer-linux"
     tool_dir.mkdir()
     script = tool_dir / "Ultimate.py"
-    script.write_text(f"#!/bin/sh\ncat '{rec / 'version' / 'stdout--ultversion.txt'}'\n")
+    script.write_text(f"#!/bin/sh\nexec /bin/cat '{rec / 'version' / 'stdout--ultversion.txt'}'\n")
     script.chmod(0o755)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (elsewhere / "z3").symlink_to(z3)
-    assert z3_path(str(script), path=str(elsewhere)) == str(elsewhere / "z3")  # nothing beside it yet
-    assert TOOL.version(str(script)).endswith(("+z3-none", f"+z3-{z3py.get_version_string()}"))
+    (elsewhere / "z3").write_text("#!/bin/sh\necho 'Z3 version 0.0.1-elsewhere - 64 bit'\n")
+    (elsewhere / "z3").chmod(0o755)
+    monkeypatch.setenv("PATH", str(elsewhere))
+    assert z3_path(str(script)) == str(elsewhere / "z3")  # nothing beside it yet
+    assert TOOL.version(str(script)) == "0.2.3-release-863304a+z3-0.0.1-elsewhere"
     (tool_dir / "z3").symlink_to(z3)
-    assert z3_path(str(script), path=str(elsewhere)) == str(tool_dir / "z3")
-    assert TOOL.version(str(script)) == f"0.2.3-release-863304a+z3-{z3py.get_version_string()}"
+    assert z3_path(str(script)) == str(tool_dir / "z3")
+    assert TOOL.version(str(script)) == f"0.2.3-release-863304a+z3-{real.group(1)}"
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    (tool_dir / "z3").unlink()
+    assert TOOL.version(str(script)) == "0.2.3-release-863304a+z3-none"
 
 
 def test_version_from_ultversion(rec: Path) -> None:
@@ -259,9 +277,10 @@ REPLAY = """#!/bin/sh
 # Stand-in for Ultimate.py: note argv and environment, replay a recorded run, leave its files.
 printf '%s\\n' "$@" > "{log}/argv.txt"
 printf '%s\\n' "$PATH" "$_JAVA_OPTIONS" > "{log}/env.txt"
-case "$1" in --ultversion) cat "{rec}/version/stdout--ultversion.txt"; exit 0;; esac
+for a in "$@"; do case "$a" in */version.c) cat "{rec}/version/stdout--ultversion.txt"; exit 0;; esac; done
 wd=""; prev=""
-for a in "$@"; do [ "$prev" = "--witness-dir" ] && wd="$a"; prev="$a"; done
+for a in "$@"; do [ "$prev" = "--witness-dir" ] && wd="$a"; [ "$prev" = "--data" ] && dd="$a"; prev="$a"; done
+[ -d "$dd" ] && touch "$dd/settings" && echo "$dd" > "{log}/data.txt"
 [ -f "{case}/witness.graphml" ] && cp "{case}/witness.graphml" "$wd/"
 [ -f "{case}/UltimateCounterExample.errorpath" ] && cp "{case}/UltimateCounterExample.errorpath" .
 cat "{case}/stdout.txt"
@@ -297,6 +316,9 @@ def test_end_to_end_true(rec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     prp = Path(argv[argv.index("--spec") + 1])
     assert prp.read_text().startswith("CHECK( init(main())") and prp.parent == Path(r.log_path).parent
     path, java = (tmp_path / "env.txt").read_text().splitlines()
+    # Ultimate's settings went to a folder of this query's own, gone after the run
+    data = Path((tmp_path / "data.txt").read_text().strip())
+    assert data == Path(r.log_path).parent / "ultimate-data" and not data.exists()
     assert path.split(os.pathsep)[0] == str(tmp_path / "bin") and java == "-Xmx13824m"
     json.dumps(r.to_json())
 
@@ -323,3 +345,19 @@ def test_end_to_end_timeout(rec: Path, tmp_path: Path, monkeypatch: pytest.Monke
     r = get_verifier("uautomizer").run(_program(rec, "timeout_killed_20s", tmp_path), Limits(1.0), tmp_path / "logs")
     assert r.status is Status.TIMEOUT and r.termination_reason == "walltime"
     assert "Start difference." in Path(r.log_path).read_text()
+
+
+def test_a_program_that_calls_reach_error_nowhere_is_named_before_any_run(rec: Path, shared_data: Path) -> None:
+    """The class behind the vacuous TRUE: what UAutomizer reads has no call of reach_error."""
+    from veribatch.verifiers.uautomizer import checks_no_specification
+
+    lost = (rec / "true_no_specification" / "program.c").read_text()  # its header lost its */
+    assert checks_no_specification(lost) == "no code: the program text is all comment"
+    assert checks_no_specification((rec / "true_invariants" / "program.c").read_text()) is None
+    easy = shared_data / "invbench" / "Dataset" / "Evaluation" / "Easy"
+    # `#include <assert.h>` and an undefined __VERIFIER_assert: reach_error's only call is in no code path
+    assert checks_no_specification((easy / "dll-rb-cnstr_1-2_4.c").read_text()) == (
+        "reach_error is declared but called nowhere in the program's code")
+    assert checks_no_specification("void reach_error(void);\n/* reach_error(); */\nint main() { return 0; }\n")
+    assert checks_no_specification('void reach_error() {}\nint main() { if (1) reach_error(); }\n') is None
+    assert checks_no_specification('char *s = "/* x";\nvoid reach_error() {}\nint main() { reach_error(); }') is None

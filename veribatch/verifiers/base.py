@@ -51,9 +51,12 @@ checks every registered tool against this contract (`verifiers/uautomizer.py` an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -173,6 +176,14 @@ class Tool(ABC):
     # How many of a query's files, from the first, are program text (`launch verify` refuses
     # a binary or non-UTF-8 one before running anything); None: all of them.
     text_files: ClassVar[int | None] = None
+    # Folders, relative to a run's work directory, where the tool keeps state of its own
+    # (settings, caches) instead of beside its executable: created empty before the run and
+    # removed after it.  A tool installed read-only (a shared software folder, an apptainer
+    # image) then runs, each query's state is its own, and none of it is left behind.
+    scratch_dirs: ClassVar[tuple[str, ...]] = ()
+    # Wall limit of the version command (a tool that must start a JVM to answer needs more
+    # on a loaded node; a hung one is still bounded).
+    version_timeout_s: ClassVar[float] = 60.0
 
     @classmethod
     def missing_facts(cls) -> list[str]:
@@ -198,9 +209,18 @@ class Tool(ABC):
                 return line.strip()
         raise ValueError(f"{self.name}: empty version output")
 
+    def version_argv(self, executable: str, scratch: Path) -> list[str]:
+        """The argv whose output `parse_version` reads (default `[executable, *version_args]`).
+        `scratch` is an empty writable folder, the command's working directory, removed
+        afterwards (bound writable under apptainer): for a tool that must write somewhere
+        even to say its version, as one installed read-only cannot write beside itself."""
+        return [executable, *self.version_args]
+
     def version(self, executable: str) -> str:
-        """The tool's version, as the tool reports it on `[executable, *version_args]`."""
-        return self.parse_version(read_version([executable, *self.version_args]))
+        """The tool's version, as the tool reports it on `version_argv`."""
+        with tempfile.TemporaryDirectory(prefix=f"{self.name}-version-") as scratch:
+            return self.parse_version(read_version(self.version_argv(executable, Path(scratch)),
+                                                   timeout_s=self.version_timeout_s, cwd=scratch))
 
     def support_files(self, query: Query) -> dict[str, str]:
         """File name → text, written into the work directory before `cmdline` runs (default none)."""
@@ -224,16 +244,23 @@ class Tool(ABC):
         """The verdict from a finished run's output."""
 
 
-def read_version(argv: list[str], timeout_s: float = 60.0) -> str:
-    """Run a version command and return its combined output (raises if it fails or hangs)."""
-    proc = subprocess.run(
-        argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s
-    )
+def read_version(argv: list[str], timeout_s: float = 60.0, cwd: str | Path | None = None) -> str:
+    """Run a version command and return its combined output (raises if it fails or hangs).
+    On a timeout its whole process group is killed: a JVM it started must not outlive it."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=cwd, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
     if proc.returncode != 0:
         raise RuntimeError(
-            f"{' '.join(argv)} exited with {proc.returncode}: {(proc.stderr or proc.stdout)[-500:]}"
+            f"{' '.join(argv)} exited with {proc.returncode}: {(stderr or stdout)[-500:]}"
         )
-    return proc.stdout + proc.stderr
+    return stdout + stderr
 
 
 def find_executable(name: str, env_var: str, *, extra_dirs: tuple[str, ...] = ()) -> str:

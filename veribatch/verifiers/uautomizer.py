@@ -3,7 +3,15 @@
 Command line: SV-COMP's (the InvBench repository publishes none of its own)::
 
     Ultimate.py --spec unreach-call.prp --file F.c --architecture 32bit|64bit
-                --full-output --witness-dir WORKDIR [options...]
+                --full-output --witness-dir WORKDIR --data WORKDIR/ultimate-data [options...]
+
+``--data``: Ultimate writes its settings (the OSGi configuration area, the platform's
+metadata) into ``data/`` beside ``Ultimate.py`` unless told otherwise, which fails before
+any verdict where the tool is installed read-only (a cluster's software share, an apptainer
+image).  Each query gets its own folder in its work directory (`Tool.scratch_dirs`: made
+before the run, removed after it); a fresh one costs no measurable start-up time.  The
+version is read from a short run with the same option (`version_argv`), because the
+wrapper's ``--ultversion`` starts Ultimate before it reads ``--data``.
 
 with two environment settings (`environment`): ``PATH`` starting with the directory of
 ``Ultimate.py``, because Ultimate runs the SMT solvers it finds on PATH and the release's
@@ -45,6 +53,10 @@ PROPERTIES = {
 ARCHITECTURES = {"ILP32": "32bit", "LP64": "64bit"}
 LOOPS_FILE = "veribatch-loops.json"
 COUNTEREXAMPLE_FILE = "UltimateCounterExample.errorpath"
+DATA_DIR = "ultimate-data"  # --data: Ultimate's settings, per query (see the module docstring)
+# What the version is read from: a program without a specification, the shortest full run
+# (it prints "This is Ultimate <version>" like --ultversion, which ignores --data).
+VERSION_PROGRAM = "int main(void) { return 0; }\n"
 # Ultimate starts its z3 with ``-memory:2024`` (MB); the JVM needs ~0.5 GB beyond its heap.
 SOLVER_RESERVE_MB = 2560
 
@@ -172,6 +184,56 @@ def invariants(entries: list[ResultEntry], loops: dict[int, int | None] | None) 
     return found
 
 
+_CALL = re.compile(r"\breach_error\s*\(")
+_DECLARED = re.compile(r"\b(?:void|extern|int)\s+$")
+NO_SPECIFICATION = "does not contain any specification"
+
+
+def _code_only(text: str) -> str:
+    """`text` with its comments blanked as a C compiler reads them: a ``/*`` without its
+    ``*/`` runs to the end of the file, as it does for gcc and for Ultimate's parser."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        if text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            out.append(" ")
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif text[i] in "\"'":
+            j = i + 1
+            while j < n and text[j] != text[i] and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def checks_no_specification(program: str) -> str | None:
+    """Why UAutomizer would check nothing of ``unreach-call`` in `program`, or None.
+
+    The property is "no call of reach_error is reachable"; a program whose code (comments
+    removed as C removes them) calls reach_error nowhere — a header comment that lost its
+    ``*/`` swallowing the whole file, an assertion through an undefined ``__VERIFIER_assert``
+    or ``<assert.h>``'s ``assert`` — has nothing to check, and UAutomizer answers TRUE with
+    "...the program does not contain any specification".  Such a run is no verdict
+    (`UAutomizerTool.determine_result` makes it UNKNOWN), and a dataset label from one is
+    marked (InvBench: the quirk ``label_without_specification``)."""
+    code = _code_only(program)
+    for m in _CALL.finditer(code):
+        if not _DECLARED.search(code[max(0, m.start() - 12):m.start()]):
+            return None
+    if "reach_error" not in code:
+        return "no code: the program text is all comment" if not code.strip(" \n\t") else \
+            "no reach_error in the program's code"
+    return "reach_error is declared but called nowhere in the program's code"
+
+
 def z3_path(executable: str, path: str | None = None) -> str | None:
     """The ``z3`` Ultimate will run: the one beside ``Ultimate.py`` first, as `environment` sets PATH."""
     search = os.pathsep.join([str(Path(executable).parent), os.environ.get("PATH", "") if path is None else path])
@@ -191,7 +253,12 @@ class UAutomizerTool(Tool):
     query_cores = 2
     certified_verdicts = False
     container_executable = "/opt/UAutomizer-linux/Ultimate.py"
+    # What the wrapper offers for its version (recorded in ../shared); `version_argv` runs a
+    # short query with --data instead, since --ultversion writes beside the tool.
     version_args = ("--ultversion",)
+    scratch_dirs = (DATA_DIR,)
+    # the version is a short run (~9 s of CPU), which a loaded 2-core node stretched past 120 s
+    version_timeout_s = 600.0
 
     def executable(self) -> str:
         return find_executable("Ultimate.py", "VERIBATCH_UAUTOMIZER",
@@ -202,6 +269,15 @@ class UAutomizerTool(Tool):
         if not m:
             raise ValueError(f"uautomizer: no 'This is Ultimate <version>' in: {output[-300:]!r}")
         return m.group(1)
+
+    def version_argv(self, executable: str, scratch: Path) -> list[str]:
+        """A specification-less program verified with ``--data`` in `scratch` (see `VERSION_PROGRAM`)."""
+        (scratch / DATA_DIR).mkdir(exist_ok=True)
+        (scratch / "unreach-call.prp").write_text(PROPERTIES["unreach-call"])
+        (scratch / "version.c").write_text(VERSION_PROGRAM)
+        return [executable, "--spec", str(scratch / "unreach-call.prp"), "--file", str(scratch / "version.c"),
+                "--architecture", "32bit", "--full-output", "--witness-dir", str(scratch),
+                "--data", str(scratch / DATA_DIR)]
 
     def version(self, executable: str) -> str:
         """Ultimate's version and the z3 it will use: ``0.2.3-release-863304a+z3-4.12.0``."""
@@ -241,6 +317,7 @@ class UAutomizerTool(Tool):
             "--architecture", arch,
             "--full-output",
             "--witness-dir", str(workdir),
+            "--data", str(workdir / DATA_DIR),
             *query.options,
         ]
 
@@ -268,10 +345,15 @@ class UAutomizerTool(Tool):
             where = f"line {syntax.line}" if syntax.line is not None else "unknown line"
             return ToolVerdict(Status.ERROR, f"{syntax.short} at {where}: {detail}".rstrip(": "), extras)
         if verdict_line == "TRUE":
-            extras["invariants"] = invariants(last, _loops(run.workdir))
             vacuous = next((d.strip() for e in last if e.kind == "AllSpecificationsHoldResult"
-                            for d in e.details if "does not contain any specification" in d), None)
-            return ToolVerdict(Status.TRUE, vacuous, extras)
+                            for d in e.details if NO_SPECIFICATION in d), None)
+            if vacuous is not None:
+                # "All specifications hold" of none: nothing was checked (`checks_no_specification`)
+                extras["no_specification"] = True
+                return ToolVerdict(Status.UNKNOWN, f"no specification checked (the wrapper printed TRUE): {vacuous}",
+                                   extras)
+            extras["invariants"] = invariants(last, _loops(run.workdir))
+            return ToolVerdict(Status.TRUE, None, extras)
         if verdict_line.startswith("FALSE"):
             cex = Path(run.workdir) / COUNTEREXAMPLE_FILE if run.workdir else None
             if cex is not None and cex.is_file():

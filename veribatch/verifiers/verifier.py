@@ -13,7 +13,8 @@ the tool printed before it was killed); `kill()` → UNKNOWN with termination
 reason "cancelled" (never cached); a tool dead of a signal without a verdict,
 an exception in `determine_result`, a tool that could not be started → ERROR
 with the reason.  The raw output is in `log_path`, inside a fresh work directory
-``<log_dir>/<tool>-<key[:12]>-<random>/`` that also holds the tool's own files.
+``<log_dir>/<tool>-<key[:12]>-<random>/`` that also holds the tool's own files (its
+`Tool.scratch_dirs`, the state a tool keeps while it runs, are removed when it ends).
 
 What raises instead of returning a result: a missing query file, a tool that is
 not installed (`ToolNotFoundError`) or whose version cannot be read, a query the
@@ -25,6 +26,7 @@ verdict.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,11 +119,14 @@ class Verifier:
         try:
             if self.runtime == "apptainer":
                 assert self.image is not None
-                argv = apptainer.exec_argv(
-                    self.image, [executable, *self.tool.version_args],
-                    binary=apptainer.apptainer_binary(),
-                )
-                version = f"{self.tool.parse_version(read_version(argv))}+sha256:{digest}"
+                with tempfile.TemporaryDirectory(prefix=f"{self.tool.name}-version-") as scratch:
+                    argv = apptainer.exec_argv(
+                        self.image, self.tool.version_argv(executable, Path(scratch)),
+                        writable=[Path(scratch)], pwd=Path(scratch),
+                        binary=apptainer.apptainer_binary(),
+                    )
+                    version = self.tool.parse_version(read_version(argv, timeout_s=self.tool.version_timeout_s))
+                    version = f"{version}+sha256:{digest}"
             else:
                 version = self.tool.version(executable)
         except ToolNotFoundError:
@@ -159,6 +164,8 @@ class Verifier:
         workdir = Path(tempfile.mkdtemp(prefix=f"{self.tool.name}-{key[:12]}-", dir=log_dir))
         for name, text in self.tool.support_files(query).items():
             (workdir / name).write_text(text)
+        for name in self.tool.scratch_dirs:
+            (workdir / name).mkdir()
         argv = self.tool.cmdline(self.executable, query, limits, workdir)
         tool_env = self.tool.environment(self.executable, limits)
         env = tool_env.applied_to(os.environ) if tool_env else None  # None: inherited as is
@@ -254,6 +261,9 @@ class RunningQuery:
                 assert self._verifier is not None
                 self._result = _to_result(self._verifier.tool, self._version, ex, self._limits,
                                           self._workdir)
+                if self._workdir is not None:  # the tool's own state: not evidence, not kept
+                    for name in self._verifier.tool.scratch_dirs:
+                        shutil.rmtree(self._workdir / name, ignore_errors=True)
                 if self._verifier.cache is not None:
                     self._verifier.cache.put(self._key, self._limits, self._result)
             return self._result

@@ -1,15 +1,16 @@
 """§5.4 on a node with fewer CPUs than d_a ∥ d_b need: the cap is said (plan, records) and the
 decision procedure is not starved below what the baseline had.
 
-The verifier is the UAutomizer adapter driving a stand-in `Ultimate.py` (Ultimate cannot run
-here) that, like UAutomizer's JVM with its solver, keeps two processes busy — for a fixed
+The verifier is the UAutomizer adapter driving a stand-in `Ultimate.py` (its CPU work set by the test,
+not by a program) that, like UAutomizer's JVM with its solver, keeps two processes busy — for a fixed
 amount of CPU work each, less for the instrumented programs than for the original (a useful
 invariant makes the proof cheaper) — and then replays a recorded real run
 (`../shared/data/recorded/uautomizer/true_invariants`).  Under the local executor on two
-CPUs, d_a and d_b in parallel would be four busy processes on two cores: each query twice as
-slow as alone, cut at the baseline's solve time, undecided.  The CPU count is the one the
-run declares (`workers=2`: the executor grants two), not the machine's: the verdicts are the
-same on one CPU (`taskset -c 0`), where the baseline's two processes share it too.
+CPUs, d_a and d_b in parallel would be four busy processes on two cores, each query twice as
+slow as alone; the records and the queries' spans say that they ran one after the other.
+The CPU count is the one the run declares (`workers=2`: the executor grants two), not the
+machine's: the verdicts are the same on one CPU (`taskset -c 0`), where the baseline's two
+processes share it too.  (The real tool on the same path: `tests/verifiers/test_uautomizer_real.py`.)
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ import pytest
 from veribatch.launch.run_control import ExecChoice, launch_run, plan_run
 
 BASELINE_WORK_S = 1.5  # CPU seconds per process on the original program
-QUERY_WORK_S = 1.05    # ... on d_a / d_b: alone 0.7x the baseline's time, in parallel 1.4x
+# ... on d_a / d_b: a fifth of the baseline's, so a query decides within the baseline's time
+# whatever else loads the machine (the schedule is checked by the queries' spans, not by a
+# query missing its limit, which a busy machine decides as much as the schedule does)
+QUERY_WORK_S = 0.3
 
 STAND_IN = """#!/bin/sh
-case "$1" in --ultversion) cat "{rec}/version/stdout--ultversion.txt"; exit 0;; esac
+for a in "$@"; do case "$a" in */version.c) cat "{rec}/version/stdout--ultversion.txt"; exit 0;; esac; done
 wd=""; file=""; prev=""
 for a in "$@"; do
   [ "$prev" = "--witness-dir" ] && wd="$a"; [ "$prev" = "--file" ] && file="$a"; prev="$a"

@@ -109,3 +109,15 @@ def test_sample_ships_with_measured_reference() -> None:
     assert len(insts) == 12
     assert {i.meta["expected_verdict"] for i in insts} == {"TRUE", "FALSE"}
     assert all(i.meta["reference_time_s"] > 0 for i in insts)
+
+
+def test_labels_from_a_run_that_checked_nothing_are_marked(shared_data: Path) -> None:
+    """InvBench's TRUE for a program whose code calls reach_error nowhere came from a
+    UAutomizer run that had no specification to check: kept, and marked."""
+    root = shared_data / "invbench" / "Dataset"
+    marked = {i.meta["file"]: i.meta["expected_verdict"] for i in data.load_split("easy", root)
+              if "label_without_specification" in i.meta["quirks"].split(",")}
+    assert len(marked) == 13 and set(marked.values()) == {"TRUE"}
+    assert {"prodbin-ll_unwindbound2_3.c", "dll-rb-cnstr_1-2_4.c"} <= set(marked)
+    assert "bh2017-ex-add_2.c" not in marked
+    assert data.LAST_REPORT["easy"].counts["label_without_specification"] == 13

@@ -27,6 +27,7 @@ from typing import Any
 
 from veribatch.tasks.base import DatasetError, Instance, UnknownNameError
 from veribatch.tasks.pinned import hash_files
+from veribatch.verifiers.uautomizer import checks_no_specification
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,13 @@ def load_split(
         if row["result"] == "FALSE":
             quirks.append("expected_false")
             report.note("false_verdict", f"{path.name}: recorded verdict FALSE")
+        text = program_text(path)
+        vacuous = checks_no_specification(text)
+        if vacuous is not None:
+            # UAutomizer's TRUE for it was "All specifications hold" of none: a label that checked nothing
+            quirks.append("label_without_specification")
+            report.note("label_without_specification",
+                        f"{path.name}: recorded {row['result']} from a run with no specification ({vacuous})")
         meta: dict[str, Any] = {
             "file": path.name,
             "source": str(path),
@@ -190,7 +198,7 @@ def load_split(
                 id=f"{TASK}/{name}/{path.name}",
                 task=TASK,
                 split=name,
-                payload={"program": program_text(path), "file": path.name},
+                payload={"program": text, "file": path.name},
                 meta=meta,
             )
         )

@@ -133,6 +133,8 @@ def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
             "cpus_granted": granted,
             "expected_verdict": expected,
             "verdict_conflict": bool(res.status.decided and expected and str(res.status) != expected),
+            # the published label came from a UAutomizer run that checked no specification
+            "label_without_specification": "label_without_specification" in (inst.meta.get("quirks") or ""),
             "reference_time_s": inst.meta.get("reference_time_s"),
             "reference_tool": inst.meta.get("reference_tool"),
             "invariants": json.dumps(invariants),
