@@ -143,10 +143,14 @@ def test_gives_up_after_retries_and_records_the_error(scripted, chat_request, mo
     assert srv.calls == 3
 
 
-def test_client_errors_are_not_retried(scripted, chat_request) -> None:
-    srv = scripted([(400, {"error": "bad model"}, {}, 0.0)])
-    out = open_engine("openai:m", base_url=srv.url, backoff_s=0.01).generate([chat_request("q")])[0][0]
-    assert out.finish_reason == "error" and "HTTP 400" in (out.error or "") and srv.calls == 1
+def test_client_errors_are_not_retried_and_stop_the_batch(scripted, chat_request) -> None:
+    from veribatch.inference.errors import ProviderRefusedError
+
+    srv = scripted([(404, {"error": {"message": "The model `m` does not exist",
+                                     "code": "model_not_found"}}, {}, 0.0)])
+    with pytest.raises(ProviderRefusedError, match=r"HTTP 404\): The model `m` does not exist"):
+        open_engine("openai:m", base_url=srv.url, backoff_s=0.01).generate([chat_request("q")])
+    assert srv.calls == 1
 
 
 def test_garbage_and_empty_answers_are_recorded_as_such(scripted, chat_request) -> None:
