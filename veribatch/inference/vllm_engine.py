@@ -126,6 +126,9 @@ class VLLMEngine(Engine):
         self._vllm = vllm
         if device == "cpu" or (device == "auto" and _cpu_only()):
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+            # The engine core in this process: a spawned core process re-imports the caller's
+            # __main__ (a shard worker, a Ray actor) and fails there on vllm-cpu.
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
             for k, v in cpu_defaults().items():
                 options.setdefault(k, v)
         self.args = engine_args(model, **options)
