@@ -185,6 +185,22 @@ def test_concurrency_limit_is_respected(scripted, chat_request) -> None:
     assert time.perf_counter() - t0 >= 0.55  # three waves of two
 
 
+def test_an_endpoint_gone_for_good_fails_the_shard(chat_request) -> None:
+    """Connection refused through every retry: the server is gone, not the model silent."""
+    import socket
+
+    from veribatch.inference.errors import EndpointLostError
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    engine = open_engine("openai:m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=2,
+                         backoff_s=0.01)
+    with pytest.raises(EndpointLostError, match="unreachable after 3 attempts: ConnectError"):
+        engine.generate([chat_request("q")])
+    assert engine.retries == 2
+
+
 def test_missing_endpoint_is_a_clear_error(monkeypatch) -> None:
     from veribatch.inference import EngineError
 

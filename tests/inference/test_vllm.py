@@ -110,34 +110,72 @@ def test_greedy_tokens_equal_hf(vllm_python: Path, tiny_model: Path, hf_engine, 
           f"{sum(g['completion_tokens'] for g in got['completions'])} tokens")
 
 
+def _serve(vllm_python: Path, d: Path, model: Path):
+    """`launch serve`'s job with the vllm backend (vLLM's own OpenAI server) serving `d`."""
+    import subprocess
+
+    from tests.support import REPO
+
+    d.mkdir()
+    with (d / "serve.log").open("wb") as log:
+        return subprocess.Popen(
+            [str(vllm_python), "-m", "veribatch.inference.serve_job", "--serve-dir", str(d),
+             "--model", f"vllm:{model}", "--backend", "vllm", "--host", "127.0.0.1",
+             "--heartbeat-s", "1", "--vllm-args", "--dtype float32 --max-model-len 2048 --enforce-eager"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1"})
+
+
+def _blocked_on(path: Path) -> bool:
+    """Whether some process waits for a lock on `path` (a `->` line of /proc/locks)."""
+    inode = path.stat().st_ino
+    return any("->" in line and line.split()[-3].endswith(f":{inode}")
+               for line in Path("/proc/locks").read_text().splitlines())
+
+
+def _kill(proc, d: Path) -> None:
+    """SIGKILL vLLM's server (its own process group: endpoint.json's pid) and the serve job."""
+    import contextlib
+    import json
+    import signal
+
+    ep = d / "endpoint.json"
+    if ep.exists():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(json.loads(ep.read_text())["pid"]), signal.SIGKILL)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_openai_engine_against_vllms_own_server(vllm_python: Path, tmp_path: Path, tiny_model: Path,
-                                                tiny_pairs, chat_request, hf_engine) -> None:
+                                                tiny_pairs, chat_request, hf_engine,
+                                                shared_data: Path) -> None:
     """`launch serve`'s job with the vllm backend runs vLLM's own OpenAI server on the tiny
-    model; the `openai:` engine gets the in-process answers from it, with usage counted."""
+    model; the `openai:` engine gets the in-process answers from it, with usage counted.  Then
+    a run against it loses the server mid-generate: the shard fails saying so, what was
+    answered is kept, and one `launch resume` against a new server completes the run, asking
+    only for the rest."""
     import subprocess
+    import sys
     import time
 
     from tests.support import REPO
+    from tests.support.cli import launch, stage_records, wait_until
     from veribatch.inference import open_engine
     from veribatch.inference.serve_job import EXIT, STOP, wait_for_endpoint
 
-    d = tmp_path / "serve"
-    d.mkdir()
+    first, second = tmp_path / "serve-a", tmp_path / "serve-b"
     t0 = time.perf_counter()
-    with (d / "serve.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [str(vllm_python), "-m", "veribatch.inference.serve_job", "--serve-dir", str(d),
-             "--model", f"vllm:{tiny_model}", "--backend", "vllm", "--host", "127.0.0.1",
-             "--heartbeat-s", "1", "--vllm-args", "--dtype float32 --max-model-len 2048 --enforce-eager"],
-            stdout=log, stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1"})
+    server = _serve(vllm_python, first, tiny_model)
+    restarted = None
     try:
-        ep = wait_for_endpoint(d, 400, proc=proc)
+        ep = wait_for_endpoint(first, 400, proc=server)
         up = time.perf_counter() - t0
         assert ep["backend"] == "vllm"
-        engine = open_engine(f"openai:{ep['model']}", serve_dir=str(d), concurrency=2)
+        engine = open_engine(f"openai:{ep['model']}", serve_dir=str(first), concurrency=2)
         reqs = [chat_request(p, f"r{i}") for i, (p, _) in enumerate(tiny_pairs)]
         out = engine.generate(reqs)
         local = hf_engine.generate(reqs)  # = vllm:'s in-process answers (test_greedy_tokens_equal_hf)
@@ -148,11 +186,50 @@ def test_openai_engine_against_vllms_own_server(vllm_python: Path, tmp_path: Pat
             assert got[0].completion_tokens == want[0].completion_tokens
         assert out[0][0].sampling["sent"]["max_tokens"] == 48  # the generic (vLLM) body
         print(f"vllm serve up in {up:.1f} s; {len(out)} answers equal to in-process")
-        (d / STOP).write_text("")
-        assert proc.wait(60) == 0
-        assert (d / EXIT).exists()
+
+        # a run whose server is killed after its first answer: the answer's write to the
+        # completion cache waits for the lock the test holds, the server is killed, then the
+        # lock is let go (the multinode tests hold a generate element the same way)
+        import fcntl
+
+        runs = tmp_path / "runs"
+        rd = runs / "killed"
+        run = subprocess.Popen(
+            [sys.executable, "-m", "veribatch", "invbench", "--dataset",
+             f"easy:{shared_data / 'invbench'}", "--limit", "4", "--model", f"openai:{ep['model']}",
+             "--max-tokens", "8", "-o", "budget_s=5", "-o", "generate_batch=1", "--runs-dir",
+             str(runs), "--run-name", "killed", "-q"], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO), "VERIBATCH_SERVE_DIR": str(first)})
+        wait_until(lambda: (rd / "manifest.json").exists(), 120, "the run directory")
+        cache = rd / "cache" / "completions" / "completions.jsonl"
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(cache, os.O_WRONLY | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            wait_until(lambda: _blocked_on(cache) or run.poll() is not None, 300,
+                       "the run's first answer")
+            assert run.poll() is None, run.communicate()
+            _kill(server, first)
+        finally:
+            os.close(fd)
+        stdout, stderr = run.communicate(timeout=300)
+        assert run.returncode == 1, stdout + stderr
+        assert "is unreachable after" in stderr, stderr  # the shard's reason, printed
+        answered = cache.read_text().count("\n")
+        assert answered == 1
+
+        restarted = _serve(vllm_python, second, tiny_model)
+        wait_for_endpoint(second, 400, proc=restarted)
+        r = launch("resume", str(rd), env={"PYTHONPATH": str(REPO), "VERIBATCH_SERVE_DIR": str(second)})
+        assert r.returncode == 0, r.stdout + r.stderr
+        gen = stage_records(rd, "generate")
+        assert len(gen) == 4 and gen["instance_id"].is_unique and (gen["status"] == "ok").all()
+        asked = (second / "serve.log").read_text(errors="replace").count("POST /v1/chat/completions")
+        assert asked == 4 - answered, asked  # the answers from before the kill were not re-asked
+        (second / STOP).write_text("")
+        assert restarted.wait(60) == 0 and (second / EXIT).exists()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-        print((d / "serve.log").read_text(errors="replace")[-1500:])
+        _kill(server, first)
+        if restarted is not None:
+            _kill(restarted, second)

@@ -42,6 +42,11 @@ class ProviderRefusedError(RuntimeError):
     recording one error per instance."""
 
 
+class EndpointLostError(RuntimeError):
+    """An OpenAI-compatible endpoint stayed unreachable through every retry (the server is
+    gone): the shard fails and is resumed, rather than recording the model as silent."""
+
+
 def require_extra(module: str, extra: str | None = None) -> ModuleType:
     """Import `module` or raise `MissingExtraError` naming ``pip install veribatch[extra]``.
 

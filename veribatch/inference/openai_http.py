@@ -13,6 +13,9 @@ same parameters.  It raises `ProviderRefusedError` with the provider's own messa
 fails the shard at once (an infrastructure failure, `launch resume` after a fix) instead of
 recording one error per instance and a table of zeros.  A prompt longer than the model's
 context (400 ``context_length_exceeded``, 413) is that request's own and stays a record.
+An endpoint still unreachable after the retries (connection refused or dropped: the server
+is gone) raises `EndpointLostError` for the same reason: the shard fails, what was answered
+stays in the completion cache, and `launch resume` asks only for the rest.
 
 The body is built from the model family's declared rules (`inference.providers`): which
 token-limit parameter, whether temperature/top_p/seed are sent, ``reasoning_effort``.
@@ -44,7 +47,7 @@ import httpx
 
 from veribatch.inference.common import error_completions, messages_json
 from veribatch.inference.endpoint import auth_headers, read_endpoint
-from veribatch.inference.errors import EngineError, ProviderRefusedError
+from veribatch.inference.errors import EndpointLostError, EngineError, ProviderRefusedError
 from veribatch.inference.providers import rules_for
 from veribatch.inference.types import Completion, Engine, Request
 
@@ -160,6 +163,7 @@ class OpenAIEngine(Engine):
         last = ""
         for attempt in range(self.max_retries + 1):
             response: httpx.Response | None = None
+            unreachable = False
             try:
                 response = await client.post(url, json=self._payload(r), headers=self._headers(),
                                              timeout=self.timeout_s)
@@ -167,6 +171,7 @@ class OpenAIEngine(Engine):
                 last = f"timed out after {self.timeout_s:g} s"
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {exc}"
+                unreachable = True
             else:
                 if response.status_code == 200:
                     return self._parse(r, response, time.perf_counter() - t0)
@@ -181,6 +186,9 @@ class OpenAIEngine(Engine):
             if attempt < self.max_retries:
                 self.retries += 1
                 await asyncio.sleep(self._delay(attempt, response))
+        if unreachable:
+            raise EndpointLostError(f"openai:{self.model}: the endpoint {self.base_url} is "
+                                    f"unreachable after {attempt + 1} attempts: {last}")
         return self._errors(r, f"openai: {last} (after {attempt + 1} attempts)", t0)
 
     def _errors(self, r: Request, error: str, t0: float) -> list[Completion]:
