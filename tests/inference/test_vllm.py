@@ -1,7 +1,7 @@
 """`vllm:` — what reaches vLLM (checked without it), and greedy parity with `hf:` when installed.
 
 The `vllm` tests run vLLM in the interpreter `vllm_python` finds (tests/conftest.py): this one
-if it has vllm, else ``.venv-vllm``, which `.ci/vllm-venv.sh` makes (CI runs it); without
+if it has vllm, else ``$VERIBATCH_VLLM_VENV``, which `.ci/vllm-venv.sh` makes (CI runs it); without
 one they skip, and in CI they fail.
 """
 
