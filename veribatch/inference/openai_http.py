@@ -1,10 +1,30 @@
 """`openai:NAME` — any OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
 A `launch serve` job, a vLLM server or a cloud API.  Requests go out concurrently
-(bounded by `concurrency`), each with its own timeout; 429, 5xx, timeouts and dropped
-connections are retried with exponential backoff (honouring ``Retry-After``), other
-4xx are not.  Whatever still fails, or comes back unparsable, becomes an error
-completion for that request — the batch goes on.
+(bounded by `concurrency`), each with its own time limit (`timeout_s`, recorded in every
+completion's ``sampling["time_limit_s"]``); 429, 5xx, timeouts and dropped connections are
+retried with exponential backoff honouring ``Retry-After``.  What still fails after the
+retries, or comes back unparsable, becomes an error completion for that request — the
+batch goes on.
+
+A request the provider refuses (another 4xx: an unsupported parameter, a wrong model name,
+a bad key) is not that request's failure but the run's: every other request carries the
+same parameters.  It raises `ProviderRefusedError` with the provider's own message, which
+fails the shard at once (an infrastructure failure, `launch resume` after a fix) instead of
+recording one error per instance and a table of zeros.  A prompt longer than the model's
+context (400 ``context_length_exceeded``, 413) is that request's own and stays a record.
+An endpoint still unreachable after the retries (connection refused or dropped: the server
+is gone) raises `EndpointLostError` for the same reason: the shard fails, what was answered
+stays in the completion cache, and `launch resume` asks only for the rest.
+
+The body is built from the model family's declared rules (`inference.providers`): which
+token-limit parameter, whether temperature/top_p/seed are sent, ``reasoning_effort``.
+What was sent is recorded (``sampling["sent"]``).
+
+Why hand-written on httpx rather than the ``openai`` SDK: the SDK would send whatever
+parameters we give it (the per-family rules are ours either way), its retry/back-off is
+the same rule as `_delay`, and its per-request timeout and concurrency would still be ours;
+it is a large, fast-moving dependency (3.x) of every install for ~100 lines it would save.
 
 The API key is read from the environment (``OPENAI_API_KEY`` by default) — or, for a
 `launch serve` directory, from its endpoint.json (mode 0600) — at the moment a request is
@@ -27,10 +47,13 @@ import httpx
 
 from veribatch.inference.common import error_completions, messages_json
 from veribatch.inference.endpoint import auth_headers, read_endpoint
-from veribatch.inference.errors import EngineError
+from veribatch.inference.errors import EndpointLostError, EngineError, ProviderRefusedError
+from veribatch.inference.providers import rules_for
 from veribatch.inference.types import Completion, Engine, Request
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+REQUEST_OWN = frozenset({"context_length_exceeded", "string_above_max_length"})
+"""Error codes of a 400 that concern one request's prompt, not the run's parameters."""
 
 
 class OpenAIEngine(Engine):
@@ -48,6 +71,7 @@ class OpenAIEngine(Engine):
         max_retries: int = 5,
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
+        reasoning_effort: str | None = None,
     ) -> None:
         if not base_url and not serve_dir and not os.environ.get("OPENAI_BASE_URL"):
             serve_dir = os.environ.get("VERIBATCH_SERVE_DIR") or None
@@ -67,6 +91,12 @@ class OpenAIEngine(Engine):
                 "token from its endpoint.json)"
             )
         self.model = model
+        self.rules = rules_for(model)
+        try:
+            self.rules.check(model, reasoning_effort=reasoning_effort)
+        except ValueError as exc:
+            raise EngineError(str(exc)) from None
+        self.reasoning_effort = reasoning_effort
         self.revision = ""
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env
@@ -103,19 +133,12 @@ class OpenAIEngine(Engine):
 
     # -- one request --------------------------------------------------------------------
     def _payload(self, r: Request) -> dict[str, Any]:
-        s = r.sampling
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages_json(r),
-            "n": s.n,
-            "temperature": s.temperature,
-            "top_p": s.top_p,
-            "max_tokens": s.max_tokens,
-            "seed": s.seed,
-        }
-        if s.stop:
-            body["stop"] = list(s.stop)
-        return body
+        return self.rules.body(self.model, messages_json(r), r.sampling, self.reasoning_effort)
+
+    def _recorded_sampling(self, r: Request) -> dict[str, Any]:
+        """The run's sampling plus what was sent and the per-request time limit."""
+        sent = {k: v for k, v in self._payload(r).items() if k not in ("model", "messages")}
+        return {**r.sampling.to_json(), "sent": sent, "time_limit_s": self.timeout_s}
 
     def _headers(self) -> dict[str, str]:
         if self.serve_dir is not None:
@@ -140,6 +163,7 @@ class OpenAIEngine(Engine):
         last = ""
         for attempt in range(self.max_retries + 1):
             response: httpx.Response | None = None
+            unreachable = False
             try:
                 response = await client.post(url, json=self._payload(r), headers=self._headers(),
                                              timeout=self.timeout_s)
@@ -147,20 +171,32 @@ class OpenAIEngine(Engine):
                 last = f"timed out after {self.timeout_s:g} s"
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {exc}"
+                unreachable = True
             else:
                 if response.status_code == 200:
                     return self._parse(r, response, time.perf_counter() - t0)
                 last = f"HTTP {response.status_code}: {response.text[:200]!r}"
                 if response.status_code not in RETRY_STATUS:
+                    if _refuses_the_run(response):
+                        raise ProviderRefusedError(
+                            f"openai:{self.model} at {self.base_url}: the provider refused the "
+                            f"request (HTTP {response.status_code}): {_provider_message(response)}"
+                            f" -- request parameters: {json.dumps(self._recorded_sampling(r)['sent'])}")
                     break
             if attempt < self.max_retries:
                 self.retries += 1
                 await asyncio.sleep(self._delay(attempt, response))
+        if unreachable:
+            raise EndpointLostError(f"openai:{self.model}: the endpoint {self.base_url} is "
+                                    f"unreachable after {attempt + 1} attempts: {last}")
         return self._errors(r, f"openai: {last} (after {attempt + 1} attempts)", t0)
 
     def _errors(self, r: Request, error: str, t0: float) -> list[Completion]:
-        return error_completions(r, engine=self.engine, model=self.model, revision=self.revision,
-                                 error=error, latency_s=time.perf_counter() - t0)
+        out = error_completions(r, engine=self.engine, model=self.model, revision=self.revision,
+                                error=error, latency_s=time.perf_counter() - t0)
+        for c in out:
+            c.sampling = self._recorded_sampling(r)
+        return out
 
     def _parse(self, r: Request, response: httpx.Response, latency: float) -> list[Completion]:
         try:
@@ -170,10 +206,13 @@ class OpenAIEngine(Engine):
                 raise TypeError("'choices' is not a list")
         except (ValueError, KeyError, TypeError) as exc:
             snippet = response.text[:200]
-            return error_completions(
+            out = error_completions(
                 r, engine=self.engine, model=self.model, revision=self.revision, latency_s=latency,
                 error=f"openai: unparsable response ({exc}): {snippet!r}",
             )
+            for c in out:
+                c.sampling = self._recorded_sampling(r)
+            return out
         usage = body.get("usage") or {}
         revision = str(body.get("system_fingerprint") or body.get("model") or "")
         n = r.sampling.n
@@ -193,7 +232,7 @@ class OpenAIEngine(Engine):
                     request_id=r.id, index=i, text="", finish_reason="error",
                     prompt_tokens=int(usage.get("prompt_tokens") or 0), completion_tokens=0,
                     latency_s=latency, engine=self.engine, model=self.model,
-                    model_revision=revision, sampling=r.sampling.to_json(),
+                    model_revision=revision, sampling=self._recorded_sampling(r),
                     error=f"openai: response has no choice {i}: {json.dumps(ch)[:200]}",
                 ))
                 continue
@@ -202,6 +241,39 @@ class OpenAIEngine(Engine):
                 finish_reason=str(ch.get("finish_reason") or "unknown"),
                 prompt_tokens=int(usage.get("prompt_tokens") or 0), completion_tokens=share[i],
                 latency_s=latency, engine=self.engine, model=self.model, model_revision=revision,
-                sampling=r.sampling.to_json(),
+                sampling=self._recorded_sampling(r),
             ))
         return out
+
+
+def _provider_message(response: httpx.Response) -> str:
+    """The provider's own error message (OpenAI's ``{"error": {"message": ...}}``), verbatim."""
+    try:
+        err = response.json().get("error")
+    except (ValueError, AttributeError):
+        err = None
+    if isinstance(err, dict) and err.get("message"):
+        extra = ", ".join(f"{k}={err[k]}" for k in ("type", "param", "code") if err.get(k))
+        return str(err["message"]) + (f" ({extra})" if extra else "")
+    if isinstance(err, str):
+        return err
+    try:  # vLLM's server: {"object": "error", "message": ..., "type": ...}
+        body = response.json()
+        if isinstance(body, dict) and body.get("message"):
+            return str(body["message"])
+    except ValueError:
+        pass
+    return response.text[:500]
+
+
+def _refuses_the_run(response: httpx.Response) -> bool:
+    """A 4xx that every request of the run would get (parameters, model, key), not one
+    prompt's own (too long for the context)."""
+    if response.status_code == 413 or not 400 <= response.status_code < 500:
+        return False
+    try:
+        err = response.json().get("error")
+    except (ValueError, AttributeError):
+        err = None
+    code = err.get("code") if isinstance(err, dict) else None
+    return code not in REQUEST_OWN and "maximum context length" not in response.text

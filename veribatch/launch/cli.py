@@ -108,8 +108,17 @@ app = typer.Typer(help="Run LLM program-verification benchmarks on a laptop or a
                   cls=_LazyGroup)
 
 
+def verbatim(text: object) -> str:
+    """`text` escaped for a rich console: a message we did not write (an exception, a tool's
+    or provider's error, a path) is printed as it is -- ``pip install 'veribatch[hf]'`` keeps
+    its ``[hf]``, which rich would take for a style tag and drop."""
+    from rich.markup import escape
+
+    return escape(str(text))
+
+
 def fail(message: str, code: int) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {verbatim(message)}", highlight=False)
     return typer.Exit(code)
 
 
@@ -236,7 +245,7 @@ def _report(o: LaunchOutcome, quiet: bool = False) -> int:
                       + (" (partial: only the shards that finished)" if failed else ""),
                       highlight=False)
         if not o.aggregate.complete and not failed:
-            err.print(f"[yellow]tables are partial:[/] {o.aggregate.message}", highlight=False)
+            err.print(f"[yellow]tables are partial:[/] {verbatim(o.aggregate.message)}", highlight=False)
     if failed:
         assert s is not None
         _failure_summary(o.rd, s.failed, s.message)
@@ -476,7 +485,7 @@ def status(run: RunArg, runs_dir: RunsDirOpt = None,
             out.print(_status_table(st))
         for s in st.failed()[:20]:
             out.print(f"[red]failed[/] {s.stage}/{s.shard}"
-                      + (f" (job {s.job})" if s.job else "") + f": {s.reason}", highlight=False)
+                      + (f" (job {s.job})" if s.job else "") + f": {verbatim(s.reason)}", highlight=False)
         if len(st.failed()) > 20:
             out.print(f"... and {len(st.failed()) - 20} more (launch logs --failed)")
         if len(st.code_versions) > 1:
@@ -589,7 +598,7 @@ def aggregate_cmd(run: RunArg, runs_dir: RunsDirOpt = None,
     out.print(res.markdown, highlight=False, markup=False, soft_wrap=True)
     out.print(f"tables: {rd.tables}", highlight=False)
     if not res.complete:
-        err.print(f"[yellow]partial:[/] {res.message}", highlight=False)
+        err.print(f"[yellow]partial:[/] {verbatim(res.message)}", highlight=False)
         raise typer.Exit(EXIT_INCOMPLETE)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from veribatch.inference.providers import ENGINE_OPTIONS, engine_options
 from veribatch.inference.registry import local_model_problem, parse_spec
 from veribatch.tasks.base import Instance, RunConfig, Stage, Task, UnknownNameError
 from veribatch.tasks.sampling import check_sampling
@@ -73,7 +74,9 @@ def _coerce(key: str, raw: str, default: Any) -> Any:
 
 
 def parse_options(task: Task, pairs: Sequence[str]) -> dict[str, Any]:
-    """`key=value` pairs validated against `Task.default_options()`; defaults filled in."""
+    """`key=value` pairs validated against `Task.default_options()`; defaults filled in.
+    The engine's options (`inference.providers.ENGINE_OPTIONS`, e.g. ``reasoning_effort``)
+    are accepted for every task and kept only when given, so a run without them keeps its id."""
     defaults = task.default_options()
     options = dict(defaults)
     for pair in pairs:
@@ -81,6 +84,9 @@ def parse_options(task: Task, pairs: Sequence[str]) -> dict[str, Any]:
         key = key.strip()
         if not sep or not key:
             raise PlanError(f"option {pair!r}: expected key=value")
+        if key in ENGINE_OPTIONS and key not in defaults:
+            options[key] = raw.strip()
+            continue
         if key not in defaults:
             known = ", ".join(sorted(defaults)) or "none"
             raise PlanError(f"unknown option {key!r} for task {task.name}; known options: {known}")
@@ -143,6 +149,10 @@ def make_config(
         options=parse_options(task, options),
         **kwargs,
     )
+    try:
+        engine_options(model, dict(config.options))
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
     check_sampling(config)  # --n 0, --temperature -1, --max-tokens 0: refused for every task
     config = task.resolve_config(config)
     return replace(config, versions=dict(task.versions(config)))

@@ -31,7 +31,7 @@ from .executors.base import Executor, SubmitResult
 from .jobs import load_jobs, update_jobs
 from .locks import RUNNING_LOCALLY, RunLock, is_locked, read_holder, require_locking, run_lock
 from .manifest import RunConflictError, check_reusable, code_version, create_or_reuse, load_manifest
-from .plan import Plan, make_config, make_plan
+from .plan import Plan, PlanError, make_config, make_plan
 from .resume_set import ResumeSet, resume_set_for
 from .rundir import RunDir, default_runs_dir, read_json
 from .status import RunState, run_state
@@ -124,6 +124,16 @@ def run_directory(plan: Plan, runs_dir: Path | None, run_name: str | None) -> Pa
     return base / (run_name or plan.run_id)
 
 
+def check_engine_installed(model: str | None) -> None:
+    """Refuse (exit 2) a run whose engine's packages this environment lacks, naming the extra.
+    A `--dry-run` only plans and is not refused: it may be planned from another machine."""
+    from veribatch.inference.registry import missing_engine_packages
+
+    problem = missing_engine_packages(model) if model else None
+    if problem:
+        raise PlanError(problem)
+
+
 def launch_run(plan: Plan, root: Path, choice: ExecChoice, *, progress: bool = True,
                console: Console | None = None,
                on_ready: Callable[[RunDir, bool], None] | None = None) -> LaunchOutcome:
@@ -131,6 +141,7 @@ def launch_run(plan: Plan, root: Path, choice: ExecChoice, *, progress: bool = T
 
     `on_ready(run_dir, created)` is called once the directory exists, before any work."""
     choice.validate([(s.name, s.resource) for s in plan.stages])
+    check_engine_installed(plan.config.model)  # not after a queue wait, on every node
     check_reusable(plan, root)               # a foreign directory is refused untouched
     fresh = not root.exists()
     try:
@@ -164,6 +175,8 @@ def resume_run(rd: RunDir, choice: ExecChoice | None = None, *, progress: bool =
                console: Console | None = None, dry_run: bool = False) -> LaunchOutcome:
     choice = choice or last_choice(rd)
     manifest = load_manifest(rd)
+    if not dry_run:
+        check_engine_installed(manifest.get("config", {}).get("model"))
     choice.validate([(s["name"], s["resource"]) for s in manifest["stages"]
                      if s.get("added_by") != "launch"])
     if dry_run:

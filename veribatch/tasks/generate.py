@@ -63,9 +63,12 @@ def open_run_engine(ctx: StageContext) -> Iterator[Engine]:
     (``RUN/cache/completions``): every stage that asks a model (generate, REFUTE's agent)
     shares one cache, so a resumed shard gets its answers back instead of asking again."""
     from veribatch.inference import open_engine
+    from veribatch.inference.providers import engine_options
 
     assert ctx.config.model is not None, f"stage {ctx.stage!r} needs --model"
-    with open_engine(ctx.config.model, cache_dir=ctx.run_dir / "cache" / "completions") as engine:
+    options = engine_options(ctx.config.model, dict(ctx.config.options))  # -o reasoning_effort=...
+    with open_engine(ctx.config.model, cache_dir=ctx.run_dir / "cache" / "completions",
+                     **options) as engine:
         yield engine
 
 

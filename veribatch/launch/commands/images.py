@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 out = Console()
@@ -56,7 +57,7 @@ def check_cmd(
     for c in results:
         out.print(f"[bold]{c.name}[/]: {'ok' if c.ok else '[red]FAILED[/]'}", highlight=False)
         for p in c.problems:
-            out.print(f"  problem: {p}", highlight=False)
+            out.print(f"  problem: {escape(str(p))}", highlight=False)
         for u in c.unpinned:
             out.print(f"  UNPINNED: {u}", highlight=False)
         for n in c.notes:
@@ -82,7 +83,7 @@ def build_cmd(
             for u in entry["unpinned"]:
                 out.print(f"  UNPINNED: {u}", highlight=False)
     except (ApptainerMissing, UnknownImageError) as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
         raise typer.Exit(2) from None
     except subprocess.CalledProcessError as e:
         err.print(f"[bold red]error:[/] apptainer build failed with exit code {e.returncode}",

@@ -21,6 +21,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from veribatch.verifiers.registry import verifier_names
 
@@ -80,7 +81,7 @@ def verify_cmd(
             logs = log_dir or Path(tmp)
             result = verifier.run(query, Limits(wall_s=timeout, cpu_s=cpu_limit, memory_mb=memory), logs)
     except (UnknownToolError, FileNotFoundError, UnsupportedQueryError, ValueError) as e:  # ToolNotFoundError included
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_CANNOT_RUN) from None
     code = EXIT_TOOL_ERROR if result.status == "ERROR" else 0
     if as_json:
@@ -97,7 +98,7 @@ def verify_cmd(
                   markup=False, soft_wrap=True)
     for error in result.extras.get("errors", [])[:20]:
         where = f"{error['file']}({error['line']},{error['col']})" if error.get("file") else "-"
-        out.print(f"{error.get('kind', 'error')}: {where}: {error['message']}", highlight=False,
+        out.print(escape(f"{error.get('kind', 'error')}: {where}: {error['message']}"), highlight=False,
                   markup=False, soft_wrap=True)
     out.print(f"log: {result.log_path}" if log_dir is not None
               else "log: not kept (--log-dir DIR keeps the raw log)", highlight=False, soft_wrap=True)
