@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import replace
 
 import z3
 from pycparser import c_ast
@@ -106,6 +107,10 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         self.instances: dict[int, int] = {}
         self.int_t = cint.type_named("int", data_model)
         self.definitions: list[z3.BoolRef] = []  # global definitions of fresh terms (floats)
+        # chc mode: `/` and `%` by a variable as fresh quotient/remainder (`quotient`), their
+        # definitions by the constants' names; candidates (`cexpr`) keep `div`/`mod`
+        self.fresh_division = mode == "chc"
+        self.division_facts: dict[str, z3.BoolRef] = {}
         self.bit_level = False  # a bitwise operator was encoded bit by bit (expressions.bitwise)
         self.no_ub: list[z3.BoolRef] = []  # no undefined behaviour (note_defined), search only
         # only encodings with bitwise operators collect `no_ub` for the bit-blasted search
@@ -172,11 +177,35 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         return self._result()
 
     def _result(self) -> Encoding:
+        if self.division_facts:
+            self.clauses = [self._with_division_facts(c) for c in self.clauses]
         return Encoding(
             self.mode, self.preds, self.clauses, self.errors, self.nd_func, self.sites,
             self.cut, self.cut_guards, self.definitions, self.nd_kind, self.nd_bits, self.heap,
             self.bit_level, self.no_ub,
         )
+
+    def _with_division_facts(self, clause: Clause) -> Clause:
+        """`clause` with the definitions of the quotients/remainders it mentions (transitively)."""
+        facts: list[z3.BoolRef] = []
+        seen: set[int] = set()
+        todo = [clause.constraint] + ([clause.head] if clause.head is not None else [])
+        while todo:
+            e = todo.pop()
+            if e.get_id() in seen:
+                continue
+            seen.add(e.get_id())
+            if z3.is_const(e):
+                fact = self.division_facts.get(e.decl().name())
+                if fact is not None and fact.get_id() not in seen:
+                    seen.add(fact.get_id())
+                    facts.append(fact)
+                    todo.append(fact)
+                continue
+            todo.extend(e.children())
+        if not facts:
+            return clause
+        return replace(clause, constraint=z3.And(clause.constraint, *facts))
 
 
 def encode(
