@@ -36,6 +36,8 @@ class ExpressionsMixin:
             var = self.lookup(node.name, node)
             if var.uid in self.struct_uids:
                 raise Unsupported("struct values (copy, pass or return by value) unsupported", node)
+            if var.uid in self.rows:  # its rows are arrays: only `a[i][j]` (memory._element_2d)
+                raise Unsupported("a two-dimensional array other than as a[i][j] unsupported", node)
             return state, Val(state.env[var.uid], var.ctype)
         if isinstance(node, c_ast.Cast):
             s, v = self.eval(state, node.expr)

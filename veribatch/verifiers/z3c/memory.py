@@ -278,9 +278,19 @@ class MemoryMixin:
         """`T a[n]` (n constant or not) and `T a[] = {...}`: a new object; `a` names its start."""
         self.need_heap("arrays unsupported", decl)
         at = decl.type
+        row = None  # `T a[n][k]`: one object of n*k elements, `a[i][j]` its element i*k + j
+        if isinstance(at.type, c_ast.ArrayDecl) and isinstance(at.type.type, c_ast.TypeDecl) \
+                and decl.init is None and at.dim is not None:
+            _, kv = self.eval(state, at.type.dim)
+            row = _const(kv.as_int())
+            if row is None or row <= 0:
+                raise Unsupported("a two-dimensional array with a non-constant row unsupported", decl)
+            at = c_ast.ArrayDecl(at.type.type, c_ast.BinaryOp("*", at.dim, at.type.dim), [], at.coord)
         if isinstance(at.type, c_ast.ArrayDecl | c_ast.PtrDecl):
             raise Unsupported("multi-dimensional arrays / arrays of pointers unsupported", decl)
         elem = self.resolve_type(at.type, decl)
+        if row is not None and isinstance(elem, StructType | FloatType | PtrType):
+            raise Unsupported("two-dimensional arrays of non-integers unsupported", decl)
         if isinstance(elem, PtrType):  # pragma: no cover - resolve_type of a TypeDecl
             raise Unsupported("arrays of pointers unsupported", decl)
         init = decl.init
@@ -313,6 +323,8 @@ class MemoryMixin:
             s = self._set(s, "$mem", z3.Store(mem, base_of(p), obj))
         var = Var(self.new_uid(decl.name), decl.name, self.ptr_type(elem))
         self.array_uids.add(var.uid)
+        if row is not None:
+            self.rows[var.uid] = row
         return self._bind_object(s, var, p, is_global=is_global)
 
     def _bind_object(self, state: State, var: Var, start: z3.ExprRef, *, is_global: bool) -> State:
@@ -617,6 +629,10 @@ class MemoryMixin:
 
     def lvalue(self, state: State, node: c_ast.Node) -> tuple[State | None, Var | MemLoc]:
         """Where an assignment or increment writes: a variable or a heap element."""
+        if isinstance(node, c_ast.ArrayRef) and isinstance(node.name, c_ast.ArrayRef) \
+                and isinstance(node.name.name, c_ast.ID) \
+                and self.lookup(node.name.name.name, node).uid in self.rows:
+            return self._element_2d(state, node)
         if isinstance(node, c_ast.ArrayRef):
             self.need_heap("arrays unsupported", node)
             s, p = self.eval(state, node.name)
@@ -643,6 +659,28 @@ class MemoryMixin:
                 raise Unsupported("dereference of a non-pointer unsupported", node)
             return self.deref(s, p, node)
         return state, self._lvalue(node)
+
+    def _element_2d(self, state: State, node: c_ast.ArrayRef) -> tuple[State | None, MemLoc]:
+        """`a[i][j]` of `T a[n][k]`: element i*k + j of a's object, after j's row bound (BMC:
+        a column outside 0..k-1 is undefined even inside the object, cut like any other)."""
+        var = self.lookup(node.name.name.name, node)
+        k = self.rows[var.uid]
+        dummy = MemLoc(z3.IntVal(0), z3.IntVal(0), self.int_t)
+        s, i = self.eval(state, node.name.subscript)
+        s, j = self.eval(s, node.subscript)
+        if s is None:
+            return None, dummy
+        if is_ptr(i) or is_ptr(j) or is_float(i) or is_float(j):
+            raise Unsupported("subscript of a two-dimensional array by a non-integer", node)
+        je = j.as_int()
+        s = self.defined(s, z3.And(je >= 0, je < k))
+        if s is None:
+            return None, dummy
+        flat = Val(i.as_int() * k + je, cint.type_named("long long", self.dm))
+        s, q = self.ptr_arith(s, "+", Val(s.env[var.uid], var.ctype), flat, node)
+        if s is None:
+            return None, dummy
+        return self.deref(s, q, node)
 
     def read(self, state: State, loc: Var | MemLoc) -> tuple[State | None, Val]:
         if isinstance(loc, MemLoc):
