@@ -118,6 +118,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         # deep unrollings 4-6x slower to encode, and their traces rarely need it
         self.track_ub = mode == "unroll" and uses_bitwise(ast)
         self.array_uids: set[str] = set()
+        self.statics: dict[int, Var] = {}  # static locals by their declaration's node (memory)
         self.rows: dict[str, int] = {}  # two-dimensional arrays: row length (memory)
         self.struct_uids: set[str] = set()  # variables naming a struct object (memory)
         self.struct_defs: dict[str, c_ast.Struct] = {}
@@ -165,6 +166,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         main = self.funcs.get("main")
         if main is None:
             raise Unsupported("no main function")
+        state = self.declare_statics(state)
         if state is None:
             return self._result()
         self.frames.append([{}])

@@ -133,7 +133,7 @@ class MemoryMixin:
     """Variables and their storage (part of `encode.Encoder`)."""
 
     def live_vars(self) -> list[Var]:
-        out = list(self.globals.values())
+        out = list(self.globals.values()) + list(self.statics.values())
         for frame in self.frames:
             for scope in frame:
                 out.extend(scope.values())
@@ -222,8 +222,42 @@ class MemoryMixin:
         env[var.uid] = value
         return state.with_env(env)
 
+    def declare_statics(self, state: State | None) -> State | None:
+        """Static locals of every function, initialised once before `main` (C 6.2.4: their
+        lifetime is the whole execution) as globals nobody else can name; `exec_decl` binds
+        the name where the declaration stands."""
+        decls: list[c_ast.Decl] = []
+
+        class Visitor(c_ast.NodeVisitor):
+            def visit_Decl(self, node: c_ast.Decl) -> None:  # noqa: N802 - pycparser's visitor API
+                if "static" in (node.storage or []) and not isinstance(node.type, c_ast.FuncDecl):
+                    decls.append(node)
+                self.generic_visit(node)
+
+        for f in self.funcs.values():
+            Visitor().visit(f.body)
+        for decl in decls:
+            if state is None:
+                return None
+            shadowed = self.globals.pop(decl.name, None)
+            if isinstance(decl.type, c_ast.ArrayDecl):
+                state = self._declare_global(state, decl, None, nondet=False)
+            else:
+                t = self.resolve_type(decl.type, decl)
+                if isinstance(t, StructType):
+                    raise Unsupported("static local structs unsupported", decl)
+                if isinstance(decl.init, c_ast.InitList):
+                    raise Unsupported("initializer lists unsupported", decl)
+                state = self._declare_global(state, decl, t, nondet=False)
+            self.statics[id(decl)] = self.globals.pop(decl.name)
+            if shadowed is not None:
+                self.globals[decl.name] = shadowed
+        return state
+
     def _drop(self, state: State, dead: set[str]) -> State:
-        """Leave a scope: its variables go, its arrays' objects die (`$size` 0)."""
+        """Leave a scope: its variables go, its arrays' objects die (`$size` 0); static locals
+        live on."""
+        dead = dead - {v.uid for v in self.statics.values()}
         env = {k: v for k, v in state.env.items() if k not in dead}
         arrays = [k for k in dead if k in self.array_uids and k in state.env]
         if arrays and "$size" in env:
@@ -239,8 +273,9 @@ class MemoryMixin:
         if decl.name is None:
             raise Unsupported("declaration without a name", decl)
         storage = decl.storage or []
-        if "static" in storage:
-            raise Unsupported("static local variables unsupported", decl)
+        if "static" in storage:  # initialised at the start (`declare_statics`): only its name here
+            self.frames[-1][-1][decl.name] = self.statics[id(decl)]
+            return state
         if "typedef" in storage:
             self.typedefs[decl.name] = decl.type
             return state
