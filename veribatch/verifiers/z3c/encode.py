@@ -52,7 +52,13 @@ from veribatch.verifiers.z3c.ir import (
     Val,
     Var,
 )
-from veribatch.verifiers.z3c.memory import HeapNeeded, Layout, MemoryMixin, heap_env
+from veribatch.verifiers.z3c.memory import (
+    HeapNeeded,
+    Layout,
+    MemoryMixin,
+    address_taken_names,
+    heap_env,
+)
 
 __all__ = [
     "BmcOnly", "Clause", "Encoder", "Encoding", "ErrorPath", "Mode", "Outcomes", "Pred", "State",
@@ -118,6 +124,8 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         # deep unrollings 4-6x slower to encode, and their traces rarely need it
         self.track_ub = mode == "unroll" and uses_bitwise(ast)
         self.array_uids: set[str] = set()
+        self.address_taken = address_taken_names(ast)  # `&x` somewhere: x lives in memory
+        self.boxed: set[str] = set()  # such scalars' variables: they hold the object's address
         self.statics: dict[int, Var] = {}  # static locals by their declaration's node (memory)
         self.rows: dict[str, int] = {}  # two-dimensional arrays: row length (memory)
         self.struct_uids: set[str] = set()  # variables naming a struct object (memory)

@@ -38,6 +38,9 @@ class ExpressionsMixin:
                 raise Unsupported("struct values (copy, pass or return by value) unsupported", node)
             if var.uid in self.rows:  # its rows are arrays: only `a[i][j]` (memory._element_2d)
                 raise Unsupported("a two-dimensional array other than as a[i][j] unsupported", node)
+            if var.uid in self.boxed:  # an address-taken scalar: its value is in memory
+                s, loc = self.lvalue(state, node)
+                return self.read(s, loc)
             return state, Val(state.env[var.uid], var.ctype)
         if isinstance(node, c_ast.Cast):
             s, v = self.eval(state, node.expr)
@@ -185,6 +188,10 @@ class ExpressionsMixin:
             return self.read(s, loc)
         if op == "&":
             self.need_heap("pointers unsupported", node)
+            if isinstance(node.expr, c_ast.ID) and \
+                    self.lookup(node.expr.name, node).uid in self.boxed:
+                var = self.lookup(node.expr.name, node)
+                return state, Val(state.env[var.uid], var.ctype)
             if isinstance(node.expr, c_ast.ID) and \
                     self.lookup(node.expr.name, node).uid in self.struct_uids:
                 return self.struct_addr(state, node.expr)

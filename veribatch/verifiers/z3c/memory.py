@@ -218,6 +218,9 @@ class MemoryMixin:
             state, value = self.nondet(state, t, decl.name)
         else:
             value = z3.IntVal(0)
+        if self._boxable(decl.name, t):
+            del self.globals[decl.name]
+            return self._box(state, decl.name, t, value, is_global=True)
         env = dict(state.env)
         env[var.uid] = value
         return state.with_env(env)
@@ -303,11 +306,28 @@ class MemoryMixin:
             value = fv.expr
         else:
             s, value = self.nondet(state, t, decl.name)
+        if self._boxable(decl.name, t):
+            return self._box(s, decl.name, t, value, is_global=False)
         var = Var(self.new_uid(decl.name), decl.name, t)
         self.frames[-1][-1][decl.name] = var
         env = dict(s.env)
         env[var.uid] = value
         return s.with_env(env)
+
+    def _boxable(self, name: str, t: CType) -> bool:
+        return name in self.address_taken and not isinstance(t, PtrType | FloatType | StructType)
+
+    def _box(self, state: State, name: str, t: CType, value: z3.ExprRef, *, is_global: bool) -> State:
+        """An integer variable whose address is taken (`&x`): an object of one element holding
+        its value; `x` reads and writes that element (`lvalue`), `&x` is its address, and the
+        object dies with the scope like an array's."""
+        self.need_heap("address of a variable", None)
+        s, p = self.allocate(state, z3.IntVal(self.sizeof(t, None)), zero=False)
+        s = self.store_mem(s, MemLoc(base_of(p), z3.IntVal(0), t), value)
+        var = Var(self.new_uid(name), name, self.ptr_type(t), is_global=is_global)
+        self.array_uids.add(var.uid)
+        self.boxed.add(var.uid)
+        return self._bind_object(s, var, p, is_global=is_global)
 
     def _declare_array(self, state: State, decl: c_ast.Decl, *, is_global: bool) -> State | None:
         """`T a[n]` (n constant or not) and `T a[] = {...}`: a new object; `a` names its start."""
@@ -693,6 +713,10 @@ class MemoryMixin:
             if not is_ptr(p):
                 raise Unsupported("dereference of a non-pointer unsupported", node)
             return self.deref(s, p, node)
+        if isinstance(node, c_ast.ID):
+            var = self.lookup(node.name, node)
+            if var.uid in self.boxed:
+                return state, MemLoc(base_of(state.env[var.uid]), z3.IntVal(0), var.ctype.target)
         return state, self._lvalue(node)
 
     def _element_2d(self, state: State, node: c_ast.ArrayRef) -> tuple[State | None, MemLoc]:
@@ -735,6 +759,20 @@ class MemoryMixin:
         env = dict(state.env)
         env[key] = value
         return state.with_env(env)
+
+
+def address_taken_names(ast: c_ast.Node) -> frozenset[str]:
+    """Names `x` of every `&x` in the program (any scope: boxing a namesake costs only speed)."""
+    out: set[str] = set()
+
+    class Visitor(c_ast.NodeVisitor):
+        def visit_UnaryOp(self, node: c_ast.UnaryOp) -> None:  # noqa: N802 - pycparser's visitor API
+            if node.op == "&" and isinstance(node.expr, c_ast.ID):
+                out.add(node.expr.name)
+            self.generic_visit(node)
+
+    Visitor().visit(ast)
+    return frozenset(out)
 
 
 def _literal(node: c_ast.Node) -> int | None:
