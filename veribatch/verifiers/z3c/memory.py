@@ -48,7 +48,7 @@ both modes.  Mixed into `encode.Encoder`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import z3
 from pycparser import c_ast
@@ -99,6 +99,8 @@ class Layout:
     fields: dict[str, tuple[int, CType, int]]
     size: int
     align: int
+    nslots: int = 0  # cells per struct: one per field, n for an array member `T f[n]`
+    lengths: dict[str, int] = field(default_factory=dict)  # array members: their n
 
 
 @dataclass(frozen=True)
@@ -471,23 +473,32 @@ class MemoryMixin:
         if node is None:
             raise Unsupported(f"incomplete type struct {t.tag}", where)
         fields: dict[str, tuple[int, CType, int]] = {}
-        off, align = 0, 1
-        for i, d in enumerate(node.decls):
+        lengths: dict[str, int] = {}
+        off, align, slot = 0, 1, 0
+        for d in node.decls:
             if d.bitsize is not None:
                 raise Unsupported("bit-fields unsupported", d)
             if d.name is None:
                 raise Unsupported("anonymous struct members unsupported", d)
-            if isinstance(d.type, c_ast.ArrayDecl):
-                raise Unsupported("array members of structs unsupported", d)
-            ft = self.resolve_type(d.type, d)
+            n = 1
+            ftype = d.type
+            if isinstance(ftype, c_ast.ArrayDecl):  # `T f[n]`: n cells, only `s.f[i]` reads them
+                n = _literal(ftype.dim) if ftype.dim is not None else None
+                if n is None or n <= 0 or not isinstance(ftype.type, c_ast.TypeDecl):
+                    raise Unsupported("array members of structs unsupported", d)
+                ftype = ftype.type
+            ft = self.resolve_type(ftype, d)
             if isinstance(ft, StructType | FloatType):
                 raise Unsupported(f"struct member of type {ft.name} unsupported", d)
             size = self.sizeof(ft, d)
             off = -(-off // size) * size
-            fields[d.name] = (i, ft, off)
-            off += size
+            fields[d.name] = (slot, ft, off)
+            if isinstance(d.type, c_ast.ArrayDecl):
+                lengths[d.name] = n
+            off += size * n
+            slot += n
             align = max(align, size)
-        lay = Layout(fields, max(1, -(-off // align) * align), align)
+        lay = Layout(fields, max(1, -(-off // align) * align), align, slot, lengths)
         self.layouts[t.tag] = lay
         return lay
 
@@ -516,9 +527,13 @@ class MemoryMixin:
             raise Unsupported(f"struct designated by {type(node).__name__} unsupported", node)
         return s, p
 
-    def field_loc(self, state: State, node: c_ast.StructRef) -> tuple[State | None, MemLoc]:
-        """`p->f` / `s.f`: element ``off * nfields + slot`` of p's object, after the bound check
-        of the whole struct (NULL, freed, dead or out-of-bounds: undefined, cut)."""
+    def field_loc(
+        self, state: State, node: c_ast.StructRef, index: Val | None = None
+    ) -> tuple[State | None, MemLoc]:
+        """`p->f` / `s.f`: element ``off * nslots + slot`` of p's object, after the bound check
+        of the whole struct (NULL, freed, dead or out-of-bounds: undefined, cut); with
+        `index`, `p->f[i]` of an array member: element ``off * nslots + slot + i`` after
+        i's bound 0..n-1 (BMC; the Horn encoding acts on the cell)."""
         self.need_heap("structs unsupported", node)
         dummy = MemLoc(z3.IntVal(0), z3.IntVal(0), self.int_t)
         if node.type == "->":
@@ -535,11 +550,29 @@ class MemoryMixin:
         if name not in lay.fields:
             raise Unsupported(f"struct {t.tag} has no member {name}", node)
         slot, ft, _ = lay.fields[name]
+        if name in lay.lengths and index is None:
+            raise Unsupported("an array member of a struct other than as s.f[i] unsupported", node)
         s = self.defined(s, self.in_bounds(s, p.expr, t), crash=base_of(p.expr) == 0)
         if s is None:
             return None, dummy
-        off = z3.simplify(off_of(p.expr) * len(lay.fields) + slot)
-        return s, MemLoc(z3.simplify(base_of(p.expr)), off, ft)
+        cell = off_of(p.expr) * lay.nslots + slot
+        if index is not None and name not in lay.lengths:  # `p->q[i]` of a pointer member q
+            s, q = self.read(s, MemLoc(z3.simplify(base_of(p.expr)), z3.simplify(cell), ft))
+            if s is None:
+                return None, dummy
+            if not is_ptr(q):
+                raise Unsupported("subscript of a non-pointer unsupported", node)
+            s, q = self.ptr_arith(s, "+", q, index, node)
+            if s is None:
+                return None, dummy
+            return self.deref(s, q, node)
+        if index is not None:
+            i = index.as_int()
+            s = self.defined(s, z3.And(i >= 0, i < lay.lengths[name]))
+            if s is None:
+                return None, dummy
+            cell = cell + i
+        return s, MemLoc(z3.simplify(base_of(p.expr)), z3.simplify(cell), ft)
 
     # ------------------------------------------------------------------ the heap
     def need_heap(self, construct: str, node: c_ast.Node | None) -> None:
@@ -688,6 +721,13 @@ class MemoryMixin:
                 and isinstance(node.name.name, c_ast.ID) \
                 and self.lookup(node.name.name.name, node).uid in self.rows:
             return self._element_2d(state, node)
+        if isinstance(node, c_ast.ArrayRef) and isinstance(node.name, c_ast.StructRef):
+            s, i = self.eval(state, node.subscript)
+            if s is None:
+                return None, MemLoc(z3.IntVal(0), z3.IntVal(0), self.int_t)
+            if is_ptr(i) or is_float(i):
+                raise Unsupported("subscript of an array member by a non-integer", node)
+            return self.field_loc(s, node.name, i)
         if isinstance(node, c_ast.ArrayRef):
             self.need_heap("arrays unsupported", node)
             s, p = self.eval(state, node.name)
