@@ -54,3 +54,17 @@ def test_quotient_and_remainder_are_c_s(cond, expected):
                     "  return 0; }\n")
     ans, _ = _spacer(text)
     assert ans.status == expected, (cond, ans.status, ans.reason)
+
+
+def test_templates_member_keeps_div_spacer_gets_fresh_quotients():
+    """The templates member's concrete runs and Houdini checks handle `mod` well and the fresh
+    quotient's non-linear definition badly: it solves the clauses with `div`/`mod` kept."""
+    from veribatch.verifiers.z3c import engines
+
+    text = DIGITS.replace("int s = 0;", "int s = 0; int u = 0;")  # a fresh text: no cache shared
+    _, spacer_enc = engines.spacer_program(text)
+    _, templates_enc = engines.templates_program(text)
+    assert spacer_enc.fresh_divisions and not templates_enc.fresh_divisions
+    names = {str(c.constraint) for c in templates_enc.clauses}
+    assert not any("quot!" in n or "rem!" in n for n in names)
+    assert any("quot!" in str(c.constraint) for c in spacer_enc.clauses)

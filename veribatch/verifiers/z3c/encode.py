@@ -193,7 +193,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         return Encoding(
             self.mode, self.preds, self.clauses, self.errors, self.nd_func, self.sites,
             self.cut, self.cut_guards, self.definitions, self.nd_kind, self.nd_bits, self.heap,
-            self.bit_level, self.no_ub,
+            self.bit_level, self.no_ub, bool(self.division_facts),
         )
 
     def _with_division_facts(self, clause: Clause) -> Clause:
@@ -227,16 +227,23 @@ def encode(
     data_model: str = "ILP32",
     should_stop: Callable[[], bool] | None = None,
     havoc: frozenset[str] = frozenset(),
+    fresh_division: bool = True,
 ) -> Encoding:
     """Encode `main` of `ast`; raises `Unsupported`.
+
+    `fresh_division=False` keeps `/` and `%` by a variable as `div`/`mod` in the Horn
+    encoding (what the templates member's concrete runs handle best) instead of fresh
+    quotients and remainders (what Spacer needs: `ExpressionsMixin.quotient`).
 
     A Horn encoding is first built without the heap; a program that uses memory
     (`memory.HeapNeeded`) is encoded again with the heap as predicate arguments, so
     programs without memory keep predicates over integers only.
     """
     def build(heap: bool) -> Encoding:
-        return Encoder(ast, mode=mode, depth=depth, data_model=data_model, should_stop=should_stop,
-                       havoc=havoc, heap=heap).encode()
+        enc = Encoder(ast, mode=mode, depth=depth, data_model=data_model, should_stop=should_stop,
+                      havoc=havoc, heap=heap)
+        enc.fresh_division = enc.fresh_division and fresh_division
+        return enc.encode()
 
     if mode != "chc":
         return build(False)
