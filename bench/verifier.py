@@ -12,8 +12,9 @@ what a shard pays.  Prints:
   median and p90 over `--floor` queries, beside the same program solved in this
   process (no process at all) — their difference is the per-query overhead;
 - on the split: decided rate, wrong verdicts against UAutomizer's (must be 0; a
-  gcc-confirmed FALSE where Wonda's recorded re-run of UAutomizer also answers FALSE
-  against InvBench's label is listed apart, not counted wrong),
+  gcc-confirmed FALSE against a label with a cause — a published run known to have
+  checked nothing, a file that needed repair, or Wonda's recorded re-run of
+  UAutomizer answering FALSE too — is listed apart with its cause, not counted wrong),
   median/p90 wall time (all, decided), and the floor again beside the median, the
   reasons that keep the rest undecided (grouped by construct);
 - candidate-check latency (median ms per `check_candidate` on the training set's
@@ -88,10 +89,35 @@ def _disputed_labels(expected: dict[str, str]) -> dict[str, str]:
             and expected.get(r["file"], r["baseline_decision"]) != r["baseline_decision"]}
 
 
-def _sides_with_rerun(res, rerun: str | None) -> bool:
-    """Only a FALSE replayed into reach_error by gcc may side with the re-run against the label."""
+# Published TRUE labels that rest on a UAutomizer run that checked nothing (issue 21,
+# re-run with UAutomizer 0.2.3: "the program does not contain any specification").
+_VACUOUS_LABELS = {
+    "prodbin-ll_unwindbound2_3.c": "its header comment lost its */, so the whole file is a "
+                                   "comment: UAutomizer checked no specification",
+    "dll-rb-cnstr_1-2_4.c": "it includes <assert.h>: UAutomizer 0.2.3 prints \"the program does "
+                            "not contain any specification\"",
+}
+
+
+def _dispute_cause(name: str, res, rerun: str | None) -> str | None:
+    """Why a verdict against the published label is not counted wrong, or None (it is wrong).
+
+    Only a FALSE that gcc replayed into reach_error may stand against a label, and only
+    with a cause: a label known to rest on a run that checked nothing, an input the
+    verifier had to repair (a lost `*/`: as published, the program is all comment),
+    or Wonda's recorded re-run of UAutomizer answering FALSE too.
+    """
     cex = (res.extras or {}).get("counterexample") or {}
-    return str(res.status) == "FALSE" == rerun and "reach_error reached" in str(cex.get("replay"))
+    if str(res.status) != "FALSE" or "reach_error reached" not in str(cex.get("replay")):
+        return None
+    causes = []
+    if name in _VACUOUS_LABELS:
+        causes.append(_VACUOUS_LABELS[name])
+    elif (res.extras or {}).get("input_repaired"):
+        causes.append(f"the published file needed repair ({res.extras['input_repaired']})")
+    if rerun == "FALSE":
+        causes.append("Wonda's recorded re-run of UAutomizer answers FALSE")
+    return "; ".join(causes) or None
 
 
 def _certified(res) -> bool:
@@ -113,7 +139,7 @@ def run_split(split: str, timeout: float, jobs: int, limit: int | None,
         folder = DATA / "Training" / "Programs"
         timing = json.loads((DATA / "Training" / "timing.json").read_text())
     expected = {row["file"]: row["result"] for row in timing}
-    disputed = _disputed_labels(expected) if split == "easy" else {}
+    disputed = _disputed_labels(expected) if split == "easy" else {}  # Wonda re-ran Easy only
     files = sorted(f for f in expected if (folder / f).exists())
     if sample:  # a seeded random sample of the split (the first N are not representative)
         files = sorted(random.Random(seed).sample(files, min(sample, len(files))))
@@ -135,13 +161,14 @@ def run_split(split: str, timeout: float, jobs: int, limit: int | None,
         for i, (name, res, wall) in enumerate(pool.map(one, files), start=1):
             results.append((name, res, wall))
             mark = "WRONG" if res.status.decided and str(res.status) != expected[name] else ""
-            if mark and _sides_with_rerun(res, disputed.get(name)):
+            if mark and _dispute_cause(name, res, disputed.get(name)):
                 mark = "DISPUTED-LABEL"
             print(f"[{i:4d}/{len(files)}] {name:45s} {res.status!s:8s} {wall:6.2f}s "
                   f"(expected {expected[name]}) {mark} {res.reason or ''}"[:200], flush=True)
     decided = [r for r in results if r[1].status.decided]
     against = [r for r in decided if str(r[1].status) != expected[r[0]]]
-    wrong = [r for r in against if not _sides_with_rerun(r[1], disputed.get(r[0]))]
+    causes = {r[0]: _dispute_cause(r[0], r[1], disputed.get(r[0])) for r in against}
+    wrong = [r for r in against if not causes[r[0]]]
     times = [w for _, _, w in results]
     dtimes = [w for _, r, w in results if r.status.decided]
     groups = collections.Counter(
@@ -162,10 +189,11 @@ def run_split(split: str, timeout: float, jobs: int, limit: int | None,
     print(f"verdicts without a certificate (TRUE: re-checked proof; FALSE: gcc replay): "
           f"{len(bare)}" + (f"  {bare}" if bare else ""))
     if len(against) > len(wrong):
-        print(f"  against InvBench's published verdict: {len(against)}; the other "
-              f"{len(against) - len(wrong)} are gcc-confirmed FALSE where Wonda's re-run of "
-              f"UAutomizer also answers FALSE: "
-              f"{[a[0] for a in against if a not in wrong]}")
+        print(f"disputed labels (against InvBench's published verdict: {len(against)}; "
+              f"{len(against) - len(wrong)} are gcc-confirmed FALSE against a label with a cause):")
+        for name, cause in sorted(causes.items()):
+            if cause:
+                print(f"  {name}: label {expected[name]}, gcc replays reach_error; {cause}")
     print(f"wall time all: median {statistics.median(times):.2f}s p90 {_pct(times, 0.9):.2f}s")
     if dtimes:
         print(f"wall time decided: median {statistics.median(dtimes):.2f}s "

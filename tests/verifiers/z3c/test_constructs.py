@@ -169,3 +169,29 @@ def test_the_counterexample_search_avoids_traces_the_replay_would_reject():
     assert cex["search"] == "bit-blast"
     m, e = cex["inputs"]
     assert (e + 64) << 24 < 2**31
+
+
+_STATICS = (
+    "extern int __VERIFIER_nondet_int(void); void reach_error(void);\n"
+    "void __VERIFIER_assert(int c) { if (!c) reach_error(); }\n"
+    "int counter = 100;\n"
+    "int next(void) { static int counter = 10; counter++; return counter; }\n"
+    "int main() { int n = __VERIFIER_nondet_int(), i, last = 10;\n"
+    "  if (n < 0 || n > 1000) return 0;\n"
+    "  for (i = 0; i < n; i++) { static int seen[4]; seen[i % 4] += 1; last = next(); }\n"
+    "  __VERIFIER_assert(CHECK);\n"
+    "  return 0; }\n"
+)
+
+
+@pytest.mark.parametrize(("check", "expected"), [
+    ("last == n + 10 && counter == 100", "TRUE"),  # initialised once, apart from the global
+    ("last != 13", "FALSE"),  # three calls: the count survives between them
+])
+def test_static_locals_live_across_calls(check, expected):
+    res = api.verify(_STATICS.replace("CHECK", check), 30, in_process=True)
+    assert str(res.status) == expected, res.reason
+    if res.status is Status.FALSE:
+        assert res.extras["counterexample"]["replay"] == "reach_error reached by the compiled program"
+    else:
+        assert res.extras["proof_checked"] is True

@@ -52,6 +52,17 @@ MEMORY_CASES = [
     ("malloc-null-checked",  # NULL handled, then the object is used: provable
      "TRUE", MALLOC + prog("int main() { int *p = malloc(2 * sizeof(int)); if (!p) return 0;\n"
                            "  p[0] = 1; p[1] = p[0] + 1; __VERIFIER_assert(p[1] == 2); free(p); return 0; }")),
+    ("two-dimensional-array",  # `c[i][j]` is element i*4 + j of one object: rows do not overlap
+     "TRUE", prog("int main() { int c[4][4]; int i, j;\n"
+                  "  for (i = 0; i < 4; i++) { c[i][0] = 1; c[i][i] = 1;\n"
+                  "    for (j = 1; j < i; j++) c[i][j] = c[i - 1][j - 1] + c[i - 1][j]; }\n"
+                  "  __VERIFIER_assert(c[3][1] == 3 && c[2][1] == 2 && sizeof(c) == 16 * sizeof(int));\n"
+                  "  return 0; }")),
+    ("two-dimensional-array-unsafe",
+     "FALSE", prog("int main() { int c[4][4]; int i, j;\n"
+                   "  for (i = 0; i < 4; i++) { c[i][0] = 1; c[i][i] = 1;\n"
+                   "    for (j = 1; j < i; j++) c[i][j] = c[i - 1][j - 1] + c[i - 1][j]; }\n"
+                   "  __VERIFIER_assert(c[3][2] != 3); return 0; }")),
     ("short-circuit-guards-the-access",  # a[i] is only read while i < 3: no undefined path
      "TRUE", prog("int main() { int a[3] = {0, 0, 0}; int i = 0; while (i < 3 && a[i] == 0) i++;\n"
                   "  __VERIFIER_assert(i == 3); return 0; }")),
@@ -69,6 +80,8 @@ def test_memory_construct_verdict_with_certificate(name, expected, text):
     ("use-after-free", MALLOC + "int main() { int *p = malloc(sizeof(int)); *p = 1; free(p);\n"
                                 "  __VERIFIER_assert(*p == 1); return 0; }"),
     ("double-free", MALLOC + "int main() { int *p = malloc(sizeof(int)); free(p); free(p); return 0; }"),
+    ("column-past-its-row", "int main() { int c[2][2]; c[1][0] = 1; c[0][2] = 5;\n"
+                            "  __VERIFIER_assert(c[1][0] == 1); return 0; }"),
     ("malloc-null-unchecked", MALLOC + "int main() { int *p = malloc(sizeof(int)); *p = 1;\n"
                                  "  __VERIFIER_assert(*p == 1); free(p); return 0; }"),
 ])
@@ -94,6 +107,8 @@ def test_unbounded_array_loop_is_proved_over_the_heap():
     ("cast between different pointer types",
      MALLOC + "int main() { int *p = malloc(8); char *c = (char *)p; *c = 1; return 0; }"),
     ("pointers to pointers", "int main() { int **pp = 0; return 0; }"),
+    ("a two-dimensional array other than as a[i][j]",
+     "int main() { int c[2][2]; int *p = c[1]; return 0; }"),
     ("integer to pointer conversion", "int main() { int *p = (int *)4096; return 0; }"),
     ("unions", MALLOC + "union node { int v; union node *next; };\n"
                          "int main() { union node *n = malloc(sizeof(union node)); return 0; }"),

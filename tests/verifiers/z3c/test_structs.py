@@ -74,7 +74,17 @@ int main() {
 }
 """
 
+_STACK = ("typedef struct { int data[8]; int size; } Stack;\n"
+          "int push(Stack *s, int v) { if (s->size >= 8) return -1; s->data[s->size++] = v; return 0; }\n"
+          "int pop(Stack *s, int *v) { if (s->size <= 0) return -1; *v = s->data[--s->size]; return 0; }\n"
+          "int main() { Stack st; st.size = 0; int v, w;\n"
+          "  push(&st, __VERIFIER_nondet_int()); push(&st, 4); pop(&st, &v); pop(&st, &w);\n"
+          "  __VERIFIER_assert(v == 4 && st.size == 0 && sizeof(Stack) == 9 * sizeof(int));\n")
+
 STRUCT_CASES = [
+    # an array member: `s->data[i]` is cell slot + i of the struct, beside `size`
+    ("array-member-stack", "TRUE", prog(_STACK + "  return 0; }")),
+    ("array-member-stack-unsafe", "FALSE", prog(_STACK + "  __VERIFIER_assert(w != 5); return 0; }")),
     ("list-build-sum-free", "TRUE", prog(LIST % "2 * sum == n * (n - 1)")),
     ("list-build-sum-free-unsafe", "FALSE", prog(LIST % "sum != 3")),
     ("dll-links-and-enum", "TRUE", prog(DLL % "a->colour == BLACK && (b->colour == RED || b->colour == BLACK)")),
@@ -100,6 +110,9 @@ def test_struct_program_verdict_with_certificate(name, expected, text):
     ("field-beyond-a-short-object", "struct s { int v; int w; };\n"
                                     "int main() { struct s *p = malloc(4); if (!p) return 0;\n"
                                     "  p->w = 1; __VERIFIER_assert(p->w == 1); return 0; }"),
+    ("array-member-index-past-its-end", "struct s { int a[2]; int b; };\n"
+                                        "int main() { struct s x; x.b = 1; x.a[2] = 5;\n"
+                                        "  __VERIFIER_assert(x.b == 1); return 0; }"),
     ("next-of-null", "struct s { int v; struct s *n; };\n"
                      "int main() { struct s *p = calloc(1, sizeof(struct s)); if (!p) return 0;\n"
                      "  __VERIFIER_assert(p->n->v == p->n->v); return 0; }"),
@@ -119,8 +132,9 @@ def test_undefined_member_access_is_never_a_proof(name, body):
                "int main() { union u x; x.a = 1; __VERIFIER_assert(x.b == 1); return 0; }"),
     ("struct values", "struct pt { int x; };\n"
                       "int main() { struct pt a, b; a.x = 1; b = a; __VERIFIER_assert(b.x == 1); return 0; }"),
-    ("array members of structs", "struct s { int a[2]; };\n"
-                                 "int main() { struct s *p = malloc(sizeof(struct s)); return 0; }"),
+    ("an array member of a struct other than as s.f[i]",
+     "struct s { int a[2]; };\n"
+     "int main() { struct s *p = malloc(sizeof(struct s)); if (!p) return 0; int *q = p->a; return 0; }"),
     ("struct member of type struct", "struct in { int v; }; struct out { struct in i; };\n"
                                      "int main() { struct out *p = malloc(sizeof(struct out)); return 0; }"),
     ("address of a variable or struct member", "struct s { int v; };\n"

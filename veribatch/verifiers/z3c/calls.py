@@ -6,6 +6,8 @@ type a counterexample's inputs.
 
 from __future__ import annotations
 
+import re
+
 import z3
 from pycparser import c_ast
 
@@ -42,6 +44,30 @@ _NOOP = {"printf", "puts", "putchar", "srand", "fflush", "fprintf"}
 _NONDET_LIKE = {"rand": "int", "time": "long"}
 _NONDET_FLOAT = {"__VERIFIER_nondet_float": FLOAT, "__VERIFIER_nondet_double": DOUBLE}
 _ALLOC = {"malloc", "calloc", "alloca", "__builtin_alloca", "free"}
+_SCANF = {"scanf", "__isoc99_scanf"}
+# scanf's conversions read as inputs: [width] [hh|h|l|ll] d i u x X o c (`replay.SCANF_C` parses
+# the same subset); anything else (`%s`, `%f`, `%*d`, `%[`) is outside the subset.
+_SCANF_CONV = re.compile(r"%(%|(\d*)(hh|h|ll|l|)([diuxXoc])|.)")
+
+
+def scanf_conversions(fmt: str) -> list[str] | None:
+    """The C types `scanf(fmt, ...)` stores into, in order; None when outside the subset."""
+    out: list[str] = []
+    for m in _SCANF_CONV.finditer(fmt):
+        if m.group(1) == "%":
+            continue
+        if m.group(4) is None:
+            return None
+        size, conv = m.group(3), m.group(4)
+        if conv == "c":
+            if size or m.group(2) not in ("", "1"):
+                return None
+            out.append("char")
+            continue
+        base = {"hh": "char", "h": "short", "": "int", "l": "long", "ll": "long long"}[size]
+        out.append(("signed " if conv in "di" else "unsigned ") + base
+                   if base == "char" else (base if conv in "di" else "unsigned " + base))
+    return out
 
 
 def nondet_type_name(fname: str) -> str | None:
@@ -125,6 +151,8 @@ class CallsMixin:
             # the ND sequence, so a replay (where the real printf runs) stays aligned.
             r = self.fresh(fname)
             return s.assume(cint.in_range(r, self.int_t)), Val(r, self.int_t)
+        if fname in _SCANF:
+            return self.eval_scanf(state, args, node)
         if fname == "abs":
             s, v = self.eval(state, args[0])
             if s is None:
@@ -132,6 +160,43 @@ class CallsMixin:
             e = v.as_int()
             return s, Val(z3.If(e < 0, -e, e), self.int_t)
         raise Unsupported(f"call to undefined function {fname}", node)
+
+    def eval_scanf(
+        self, state: State, args: list[c_ast.Node], node: c_ast.FuncCall
+    ) -> tuple[State | None, Val]:
+        """`scanf(fmt, p1, ..., pk)` as input: the count it returns, then one value per conversion.
+
+        Exactly C's effect for any stdin: it returns r in -1..k (EOF, or how many
+        conversions matched) and stores into the first max(r, 0) targets only; the
+        others keep their values.  All k + 1 values are read from the input sequence
+        whatever r is, which is what `replay`'s scanf does with a trace's inputs.
+        """
+        fmt = args[0] if args else None
+        if not (isinstance(fmt, c_ast.Constant) and fmt.type == "string"):
+            raise Unsupported("scanf without a literal format unsupported", node)
+        convs = scanf_conversions(fmt.value[1:-1])
+        if convs is None:
+            raise Unsupported(f"scanf format {fmt.value} unsupported", node)
+        if len(convs) != len(args) - 1:
+            raise Unsupported(f"scanf with {len(convs)} conversions for {len(args) - 1} targets", node)
+        s, r = self.nondet(state, self.int_t, "scanf_count")
+        s = s.assume(z3.And(r >= -1, r <= len(convs)))
+        for i, (conv, target) in enumerate(zip(convs, args[1:], strict=True)):
+            where = target.expr if isinstance(target, c_ast.UnaryOp) and target.op == "&" \
+                else c_ast.UnaryOp("*", target, target.coord)
+            s, loc = self.lvalue(s, where)
+            if s is None:
+                return None, Val(z3.IntVal(0), self.int_t)
+            if isinstance(loc.ctype, PtrType | FloatType) or loc.ctype is None:
+                raise Unsupported("scanf into a non-integer unsupported", node)
+            t = cint.type_named(conv, self.dm)
+            s, v = self.nondet(s, t, "scanf")
+            s, old = self.read(s, loc)
+            if s is None:
+                return None, Val(z3.IntVal(0), self.int_t)
+            new = z3.If(r > i, self.coerce(Val(v, t), loc.ctype, node), old.expr)
+            s = self.write(s, loc, new)
+        return s, Val(r, self.int_t)
 
     def inline(
         self, state: State, fdef: c_ast.FuncDef, args: list[c_ast.Node], node: c_ast.Node

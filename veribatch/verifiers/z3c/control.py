@@ -414,6 +414,8 @@ class ControlFlowMixin:
         visible = {name: v.uid for name, v in self.globals.items()}
         for scope in self.frames[-1]:
             visible.update({name: v.uid for name, v in scope.items()})
+        # an address-taken scalar's variable holds its address: C cannot name that value
+        visible = {name: uid for name, uid in visible.items() if uid not in self.boxed}
         self.preds.append(Pred(decl, sig, label, line, visible))
         self.clauses.append(Clause(s.preds, z3.And(*s.cond), decl(*[s.env[k] for k in keys]), line, "init"))
         head_env = {k: z3.Const(f"{k}@{name}", s.env[k].sort()) for k in keys}

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import replace
 
 import z3
 from pycparser import c_ast
@@ -51,7 +52,13 @@ from veribatch.verifiers.z3c.ir import (
     Val,
     Var,
 )
-from veribatch.verifiers.z3c.memory import HeapNeeded, Layout, MemoryMixin, heap_env
+from veribatch.verifiers.z3c.memory import (
+    HeapNeeded,
+    Layout,
+    MemoryMixin,
+    address_taken_names,
+    heap_env,
+)
 
 __all__ = [
     "BmcOnly", "Clause", "Encoder", "Encoding", "ErrorPath", "Mode", "Outcomes", "Pred", "State",
@@ -106,6 +113,10 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         self.instances: dict[int, int] = {}
         self.int_t = cint.type_named("int", data_model)
         self.definitions: list[z3.BoolRef] = []  # global definitions of fresh terms (floats)
+        # chc mode: `/` and `%` by a variable as fresh quotient/remainder (`quotient`), their
+        # definitions by the constants' names; candidates (`cexpr`) keep `div`/`mod`
+        self.fresh_division = mode == "chc"
+        self.division_facts: dict[str, z3.BoolRef] = {}
         self.bit_level = False  # a bitwise operator was encoded bit by bit (expressions.bitwise)
         self.no_ub: list[z3.BoolRef] = []  # no undefined behaviour (note_defined), search only
         # only encodings with bitwise operators collect `no_ub` for the bit-blasted search
@@ -113,6 +124,10 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         # deep unrollings 4-6x slower to encode, and their traces rarely need it
         self.track_ub = mode == "unroll" and uses_bitwise(ast)
         self.array_uids: set[str] = set()
+        self.address_taken = address_taken_names(ast)  # `&x` somewhere: x lives in memory
+        self.boxed: set[str] = set()  # such scalars' variables: they hold the object's address
+        self.statics: dict[int, Var] = {}  # static locals by their declaration's node (memory)
+        self.rows: dict[str, int] = {}  # two-dimensional arrays: row length (memory)
         self.struct_uids: set[str] = set()  # variables naming a struct object (memory)
         self.struct_defs: dict[str, c_ast.Struct] = {}
         self.layouts: dict[str, Layout] = {}
@@ -159,6 +174,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         main = self.funcs.get("main")
         if main is None:
             raise Unsupported("no main function")
+        state = self.declare_statics(state)
         if state is None:
             return self._result()
         self.frames.append([{}])
@@ -172,11 +188,35 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         return self._result()
 
     def _result(self) -> Encoding:
+        if self.division_facts:
+            self.clauses = [self._with_division_facts(c) for c in self.clauses]
         return Encoding(
             self.mode, self.preds, self.clauses, self.errors, self.nd_func, self.sites,
             self.cut, self.cut_guards, self.definitions, self.nd_kind, self.nd_bits, self.heap,
-            self.bit_level, self.no_ub,
+            self.bit_level, self.no_ub, bool(self.division_facts),
         )
+
+    def _with_division_facts(self, clause: Clause) -> Clause:
+        """`clause` with the definitions of the quotients/remainders it mentions (transitively)."""
+        facts: list[z3.BoolRef] = []
+        seen: set[int] = set()
+        todo = [clause.constraint] + ([clause.head] if clause.head is not None else [])
+        while todo:
+            e = todo.pop()
+            if e.get_id() in seen:
+                continue
+            seen.add(e.get_id())
+            if z3.is_const(e):
+                fact = self.division_facts.get(e.decl().name())
+                if fact is not None and fact.get_id() not in seen:
+                    seen.add(fact.get_id())
+                    facts.append(fact)
+                    todo.append(fact)
+                continue
+            todo.extend(e.children())
+        if not facts:
+            return clause
+        return replace(clause, constraint=z3.And(clause.constraint, *facts))
 
 
 def encode(
@@ -187,16 +227,23 @@ def encode(
     data_model: str = "ILP32",
     should_stop: Callable[[], bool] | None = None,
     havoc: frozenset[str] = frozenset(),
+    fresh_division: bool = True,
 ) -> Encoding:
     """Encode `main` of `ast`; raises `Unsupported`.
+
+    `fresh_division=False` keeps `/` and `%` by a variable as `div`/`mod` in the Horn
+    encoding (what the templates member's concrete runs handle best) instead of fresh
+    quotients and remainders (what Spacer needs: `ExpressionsMixin.quotient`).
 
     A Horn encoding is first built without the heap; a program that uses memory
     (`memory.HeapNeeded`) is encoded again with the heap as predicate arguments, so
     programs without memory keep predicates over integers only.
     """
     def build(heap: bool) -> Encoding:
-        return Encoder(ast, mode=mode, depth=depth, data_model=data_model, should_stop=should_stop,
-                       havoc=havoc, heap=heap).encode()
+        enc = Encoder(ast, mode=mode, depth=depth, data_model=data_model, should_stop=should_stop,
+                      havoc=havoc, heap=heap)
+        enc.fresh_division = enc.fresh_division and fresh_division
+        return enc.encode()
 
     if mode != "chc":
         return build(False)

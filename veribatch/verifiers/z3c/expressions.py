@@ -36,6 +36,11 @@ class ExpressionsMixin:
             var = self.lookup(node.name, node)
             if var.uid in self.struct_uids:
                 raise Unsupported("struct values (copy, pass or return by value) unsupported", node)
+            if var.uid in self.rows:  # its rows are arrays: only `a[i][j]` (memory._element_2d)
+                raise Unsupported("a two-dimensional array other than as a[i][j] unsupported", node)
+            if var.uid in self.boxed:  # an address-taken scalar: its value is in memory
+                s, loc = self.lvalue(state, node)
+                return self.read(s, loc)
             return state, Val(state.env[var.uid], var.ctype)
         if isinstance(node, c_ast.Cast):
             s, v = self.eval(state, node.expr)
@@ -183,6 +188,10 @@ class ExpressionsMixin:
             return self.read(s, loc)
         if op == "&":
             self.need_heap("pointers unsupported", node)
+            if isinstance(node.expr, c_ast.ID) and \
+                    self.lookup(node.expr.name, node).uid in self.boxed:
+                var = self.lookup(node.expr.name, node)
+                return state, Val(state.env[var.uid], var.ctype)
             if isinstance(node.expr, c_ast.ID) and \
                     self.lookup(node.expr.name, node).uid in self.struct_uids:
                 return self.struct_addr(state, node.expr)
@@ -342,6 +351,8 @@ class ExpressionsMixin:
         if op in ("+", "-", "*"):
             r = ae + be if op == "+" else ae - be if op == "-" else ae * be
             return Val(r if t.signed else cint.convert(r, _wide(t), t), t)
+        if op in ("/", "%") and self.fresh_division and _int_value(be) is None:
+            return Val(self.quotient(ae, be)[op == "%"], t)
         if op == "/":
             r = cint.c_div(ae, be) if t.signed else ae / be
             return Val(r if t.signed else r, t)
@@ -356,6 +367,24 @@ class ExpressionsMixin:
         if op in ("&", "|", "^"):
             return Val(self.bitwise(op, (a.as_int(), a.ctype), (b.as_int(), b.ctype), t, node), t)
         raise Unsupported(f"operator {op!r} unsupported", node)
+
+    def quotient(self, a: z3.ArithRef, b: z3.ArithRef) -> tuple[z3.ArithRef, z3.ArithRef]:
+        """C's `a / b` and `a % b` by a non-constant divisor as fresh q, r (Horn encoding).
+
+        Spacer gives up on `div`/`mod` by a variable ("Uninterpreted 'div'"); with
+        ``b != 0 → a == q*b + r ∧ |r| < |b| ∧ r has a's sign (or is 0)`` q and r are
+        exactly C's truncating quotient and remainder, and any value when b is 0
+        (undefined).  The definition is not a path condition (a `&&` operand's state is
+        not kept): `Encoder._result` conjoins it to every clause that mentions q or r.
+        """
+        q, r = self.fresh("quot"), self.fresh("rem")
+        mag = z3.If(b >= 0, b, -b)
+        fact = z3.Implies(b != 0, z3.And(
+            a == q * b + r,
+            z3.If(a >= 0, z3.And(r >= 0, r < mag), z3.And(r <= 0, r > -mag))))
+        self.division_facts[q.decl().name()] = fact
+        self.division_facts[r.decl().name()] = fact
+        return q, r
 
     def bitwise(self, op: str, a: tuple[z3.ArithRef, CType], b: tuple[z3.ArithRef, CType],
                 t: CType, node: c_ast.Node) -> z3.ArithRef:

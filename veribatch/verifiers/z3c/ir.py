@@ -201,3 +201,4 @@ class Encoding:
     heap: bool = False  # the memory model's state ($mem, $pmem, $size, $next) is in the encoding
     bit_level: bool = False  # unroll mode: some `&`/`|`/`^` is encoded bit by bit
     no_ub: list[z3.BoolRef] = field(default_factory=list)  # unroll mode: no undefined behaviour
+    fresh_divisions: bool = False  # chc mode: some `/`/`%` by a variable is a fresh q, r

@@ -48,7 +48,7 @@ both modes.  Mixed into `encode.Encoder`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import z3
 from pycparser import c_ast
@@ -99,6 +99,8 @@ class Layout:
     fields: dict[str, tuple[int, CType, int]]
     size: int
     align: int
+    nslots: int = 0  # cells per struct: one per field, n for an array member `T f[n]`
+    lengths: dict[str, int] = field(default_factory=dict)  # array members: their n
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ class MemoryMixin:
     """Variables and their storage (part of `encode.Encoder`)."""
 
     def live_vars(self) -> list[Var]:
-        out = list(self.globals.values())
+        out = list(self.globals.values()) + list(self.statics.values())
         for frame in self.frames:
             for scope in frame:
                 out.extend(scope.values())
@@ -218,12 +220,49 @@ class MemoryMixin:
             state, value = self.nondet(state, t, decl.name)
         else:
             value = z3.IntVal(0)
+        if self._boxable(decl.name, t):
+            del self.globals[decl.name]
+            return self._box(state, decl.name, t, value, is_global=True)
         env = dict(state.env)
         env[var.uid] = value
         return state.with_env(env)
 
+    def declare_statics(self, state: State | None) -> State | None:
+        """Static locals of every function, initialised once before `main` (C 6.2.4: their
+        lifetime is the whole execution) as globals nobody else can name; `exec_decl` binds
+        the name where the declaration stands."""
+        decls: list[c_ast.Decl] = []
+
+        class Visitor(c_ast.NodeVisitor):
+            def visit_Decl(self, node: c_ast.Decl) -> None:  # noqa: N802 - pycparser's visitor API
+                if "static" in (node.storage or []) and not isinstance(node.type, c_ast.FuncDecl):
+                    decls.append(node)
+                self.generic_visit(node)
+
+        for f in self.funcs.values():
+            Visitor().visit(f.body)
+        for decl in decls:
+            if state is None:
+                return None
+            shadowed = self.globals.pop(decl.name, None)
+            if isinstance(decl.type, c_ast.ArrayDecl):
+                state = self._declare_global(state, decl, None, nondet=False)
+            else:
+                t = self.resolve_type(decl.type, decl)
+                if isinstance(t, StructType):
+                    raise Unsupported("static local structs unsupported", decl)
+                if isinstance(decl.init, c_ast.InitList):
+                    raise Unsupported("initializer lists unsupported", decl)
+                state = self._declare_global(state, decl, t, nondet=False)
+            self.statics[id(decl)] = self.globals.pop(decl.name)
+            if shadowed is not None:
+                self.globals[decl.name] = shadowed
+        return state
+
     def _drop(self, state: State, dead: set[str]) -> State:
-        """Leave a scope: its variables go, its arrays' objects die (`$size` 0)."""
+        """Leave a scope: its variables go, its arrays' objects die (`$size` 0); static locals
+        live on."""
+        dead = dead - {v.uid for v in self.statics.values()}
         env = {k: v for k, v in state.env.items() if k not in dead}
         arrays = [k for k in dead if k in self.array_uids and k in state.env]
         if arrays and "$size" in env:
@@ -239,8 +278,9 @@ class MemoryMixin:
         if decl.name is None:
             raise Unsupported("declaration without a name", decl)
         storage = decl.storage or []
-        if "static" in storage:
-            raise Unsupported("static local variables unsupported", decl)
+        if "static" in storage:  # initialised at the start (`declare_statics`): only its name here
+            self.frames[-1][-1][decl.name] = self.statics[id(decl)]
+            return state
         if "typedef" in storage:
             self.typedefs[decl.name] = decl.type
             return state
@@ -268,19 +308,46 @@ class MemoryMixin:
             value = fv.expr
         else:
             s, value = self.nondet(state, t, decl.name)
+        if self._boxable(decl.name, t):
+            return self._box(s, decl.name, t, value, is_global=False)
         var = Var(self.new_uid(decl.name), decl.name, t)
         self.frames[-1][-1][decl.name] = var
         env = dict(s.env)
         env[var.uid] = value
         return s.with_env(env)
 
+    def _boxable(self, name: str, t: CType) -> bool:
+        return name in self.address_taken and not isinstance(t, PtrType | FloatType | StructType)
+
+    def _box(self, state: State, name: str, t: CType, value: z3.ExprRef, *, is_global: bool) -> State:
+        """An integer variable whose address is taken (`&x`): an object of one element holding
+        its value; `x` reads and writes that element (`lvalue`), `&x` is its address, and the
+        object dies with the scope like an array's."""
+        self.need_heap("address of a variable", None)
+        s, p = self.allocate(state, z3.IntVal(self.sizeof(t, None)), zero=False)
+        s = self.store_mem(s, MemLoc(base_of(p), z3.IntVal(0), t), value)
+        var = Var(self.new_uid(name), name, self.ptr_type(t), is_global=is_global)
+        self.array_uids.add(var.uid)
+        self.boxed.add(var.uid)
+        return self._bind_object(s, var, p, is_global=is_global)
+
     def _declare_array(self, state: State, decl: c_ast.Decl, *, is_global: bool) -> State | None:
         """`T a[n]` (n constant or not) and `T a[] = {...}`: a new object; `a` names its start."""
         self.need_heap("arrays unsupported", decl)
         at = decl.type
+        row = None  # `T a[n][k]`: one object of n*k elements, `a[i][j]` its element i*k + j
+        if isinstance(at.type, c_ast.ArrayDecl) and isinstance(at.type.type, c_ast.TypeDecl) \
+                and decl.init is None and at.dim is not None:
+            _, kv = self.eval(state, at.type.dim)
+            row = _const(kv.as_int())
+            if row is None or row <= 0:
+                raise Unsupported("a two-dimensional array with a non-constant row unsupported", decl)
+            at = c_ast.ArrayDecl(at.type.type, c_ast.BinaryOp("*", at.dim, at.type.dim), [], at.coord)
         if isinstance(at.type, c_ast.ArrayDecl | c_ast.PtrDecl):
             raise Unsupported("multi-dimensional arrays / arrays of pointers unsupported", decl)
         elem = self.resolve_type(at.type, decl)
+        if row is not None and isinstance(elem, StructType | FloatType | PtrType):
+            raise Unsupported("two-dimensional arrays of non-integers unsupported", decl)
         if isinstance(elem, PtrType):  # pragma: no cover - resolve_type of a TypeDecl
             raise Unsupported("arrays of pointers unsupported", decl)
         init = decl.init
@@ -313,6 +380,8 @@ class MemoryMixin:
             s = self._set(s, "$mem", z3.Store(mem, base_of(p), obj))
         var = Var(self.new_uid(decl.name), decl.name, self.ptr_type(elem))
         self.array_uids.add(var.uid)
+        if row is not None:
+            self.rows[var.uid] = row
         return self._bind_object(s, var, p, is_global=is_global)
 
     def _bind_object(self, state: State, var: Var, start: z3.ExprRef, *, is_global: bool) -> State:
@@ -404,23 +473,32 @@ class MemoryMixin:
         if node is None:
             raise Unsupported(f"incomplete type struct {t.tag}", where)
         fields: dict[str, tuple[int, CType, int]] = {}
-        off, align = 0, 1
-        for i, d in enumerate(node.decls):
+        lengths: dict[str, int] = {}
+        off, align, slot = 0, 1, 0
+        for d in node.decls:
             if d.bitsize is not None:
                 raise Unsupported("bit-fields unsupported", d)
             if d.name is None:
                 raise Unsupported("anonymous struct members unsupported", d)
-            if isinstance(d.type, c_ast.ArrayDecl):
-                raise Unsupported("array members of structs unsupported", d)
-            ft = self.resolve_type(d.type, d)
+            n = 1
+            ftype = d.type
+            if isinstance(ftype, c_ast.ArrayDecl):  # `T f[n]`: n cells, only `s.f[i]` reads them
+                n = _literal(ftype.dim) if ftype.dim is not None else None
+                if n is None or n <= 0 or not isinstance(ftype.type, c_ast.TypeDecl):
+                    raise Unsupported("array members of structs unsupported", d)
+                ftype = ftype.type
+            ft = self.resolve_type(ftype, d)
             if isinstance(ft, StructType | FloatType):
                 raise Unsupported(f"struct member of type {ft.name} unsupported", d)
             size = self.sizeof(ft, d)
             off = -(-off // size) * size
-            fields[d.name] = (i, ft, off)
-            off += size
+            fields[d.name] = (slot, ft, off)
+            if isinstance(d.type, c_ast.ArrayDecl):
+                lengths[d.name] = n
+            off += size * n
+            slot += n
             align = max(align, size)
-        lay = Layout(fields, max(1, -(-off // align) * align), align)
+        lay = Layout(fields, max(1, -(-off // align) * align), align, slot, lengths)
         self.layouts[t.tag] = lay
         return lay
 
@@ -449,9 +527,13 @@ class MemoryMixin:
             raise Unsupported(f"struct designated by {type(node).__name__} unsupported", node)
         return s, p
 
-    def field_loc(self, state: State, node: c_ast.StructRef) -> tuple[State | None, MemLoc]:
-        """`p->f` / `s.f`: element ``off * nfields + slot`` of p's object, after the bound check
-        of the whole struct (NULL, freed, dead or out-of-bounds: undefined, cut)."""
+    def field_loc(
+        self, state: State, node: c_ast.StructRef, index: Val | None = None
+    ) -> tuple[State | None, MemLoc]:
+        """`p->f` / `s.f`: element ``off * nslots + slot`` of p's object, after the bound check
+        of the whole struct (NULL, freed, dead or out-of-bounds: undefined, cut); with
+        `index`, `p->f[i]` of an array member: element ``off * nslots + slot + i`` after
+        i's bound 0..n-1 (BMC; the Horn encoding acts on the cell)."""
         self.need_heap("structs unsupported", node)
         dummy = MemLoc(z3.IntVal(0), z3.IntVal(0), self.int_t)
         if node.type == "->":
@@ -468,11 +550,29 @@ class MemoryMixin:
         if name not in lay.fields:
             raise Unsupported(f"struct {t.tag} has no member {name}", node)
         slot, ft, _ = lay.fields[name]
+        if name in lay.lengths and index is None:
+            raise Unsupported("an array member of a struct other than as s.f[i] unsupported", node)
         s = self.defined(s, self.in_bounds(s, p.expr, t), crash=base_of(p.expr) == 0)
         if s is None:
             return None, dummy
-        off = z3.simplify(off_of(p.expr) * len(lay.fields) + slot)
-        return s, MemLoc(z3.simplify(base_of(p.expr)), off, ft)
+        cell = off_of(p.expr) * lay.nslots + slot
+        if index is not None and name not in lay.lengths:  # `p->q[i]` of a pointer member q
+            s, q = self.read(s, MemLoc(z3.simplify(base_of(p.expr)), z3.simplify(cell), ft))
+            if s is None:
+                return None, dummy
+            if not is_ptr(q):
+                raise Unsupported("subscript of a non-pointer unsupported", node)
+            s, q = self.ptr_arith(s, "+", q, index, node)
+            if s is None:
+                return None, dummy
+            return self.deref(s, q, node)
+        if index is not None:
+            i = index.as_int()
+            s = self.defined(s, z3.And(i >= 0, i < lay.lengths[name]))
+            if s is None:
+                return None, dummy
+            cell = cell + i
+        return s, MemLoc(z3.simplify(base_of(p.expr)), z3.simplify(cell), ft)
 
     # ------------------------------------------------------------------ the heap
     def need_heap(self, construct: str, node: c_ast.Node | None) -> None:
@@ -617,6 +717,17 @@ class MemoryMixin:
 
     def lvalue(self, state: State, node: c_ast.Node) -> tuple[State | None, Var | MemLoc]:
         """Where an assignment or increment writes: a variable or a heap element."""
+        if isinstance(node, c_ast.ArrayRef) and isinstance(node.name, c_ast.ArrayRef) \
+                and isinstance(node.name.name, c_ast.ID) \
+                and self.lookup(node.name.name.name, node).uid in self.rows:
+            return self._element_2d(state, node)
+        if isinstance(node, c_ast.ArrayRef) and isinstance(node.name, c_ast.StructRef):
+            s, i = self.eval(state, node.subscript)
+            if s is None:
+                return None, MemLoc(z3.IntVal(0), z3.IntVal(0), self.int_t)
+            if is_ptr(i) or is_float(i):
+                raise Unsupported("subscript of an array member by a non-integer", node)
+            return self.field_loc(s, node.name, i)
         if isinstance(node, c_ast.ArrayRef):
             self.need_heap("arrays unsupported", node)
             s, p = self.eval(state, node.name)
@@ -642,7 +753,33 @@ class MemoryMixin:
             if not is_ptr(p):
                 raise Unsupported("dereference of a non-pointer unsupported", node)
             return self.deref(s, p, node)
+        if isinstance(node, c_ast.ID):
+            var = self.lookup(node.name, node)
+            if var.uid in self.boxed:
+                return state, MemLoc(base_of(state.env[var.uid]), z3.IntVal(0), var.ctype.target)
         return state, self._lvalue(node)
+
+    def _element_2d(self, state: State, node: c_ast.ArrayRef) -> tuple[State | None, MemLoc]:
+        """`a[i][j]` of `T a[n][k]`: element i*k + j of a's object, after j's row bound (BMC:
+        a column outside 0..k-1 is undefined even inside the object, cut like any other)."""
+        var = self.lookup(node.name.name.name, node)
+        k = self.rows[var.uid]
+        dummy = MemLoc(z3.IntVal(0), z3.IntVal(0), self.int_t)
+        s, i = self.eval(state, node.name.subscript)
+        s, j = self.eval(s, node.subscript)
+        if s is None:
+            return None, dummy
+        if is_ptr(i) or is_ptr(j) or is_float(i) or is_float(j):
+            raise Unsupported("subscript of a two-dimensional array by a non-integer", node)
+        je = j.as_int()
+        s = self.defined(s, z3.And(je >= 0, je < k))
+        if s is None:
+            return None, dummy
+        flat = Val(i.as_int() * k + je, cint.type_named("long long", self.dm))
+        s, q = self.ptr_arith(s, "+", Val(s.env[var.uid], var.ctype), flat, node)
+        if s is None:
+            return None, dummy
+        return self.deref(s, q, node)
 
     def read(self, state: State, loc: Var | MemLoc) -> tuple[State | None, Val]:
         if isinstance(loc, MemLoc):
@@ -662,6 +799,20 @@ class MemoryMixin:
         env = dict(state.env)
         env[key] = value
         return state.with_env(env)
+
+
+def address_taken_names(ast: c_ast.Node) -> frozenset[str]:
+    """Names `x` of every `&x` in the program (any scope: boxing a namesake costs only speed)."""
+    out: set[str] = set()
+
+    class Visitor(c_ast.NodeVisitor):
+        def visit_UnaryOp(self, node: c_ast.UnaryOp) -> None:  # noqa: N802 - pycparser's visitor API
+            if node.op == "&" and isinstance(node.expr, c_ast.ID):
+                out.add(node.expr.name)
+            self.generic_visit(node)
+
+    Visitor().visit(ast)
+    return frozenset(out)
 
 
 def _literal(node: c_ast.Node) -> int | None:

@@ -36,6 +36,35 @@ _FLOAT_INPUTS = {"__VERIFIER_nondet_double": ("double", "long long"),
                  "__VERIFIER_nondet_float": ("float", "int")}
 
 
+# `scanf` as `calls.eval_scanf` reads it: the count r (-1..k) first, then one input per
+# conversion, stored only into the first r targets ([width] [hh|h|l|ll] d i u x X o c).
+_SCANF_C = """int scanf(const char *f, ...) {
+  __builtin_va_list ap; __builtin_va_start(ap, f);
+  long long r = __vb_nd(); int i = 0;
+  for (; *f; f++) {
+    if (*f != '%') continue;
+    f++;
+    if (*f == '%') continue;
+    while (*f >= '0' && *f <= '9') f++;
+    int h = 0, l = 0;
+    while (*f == 'h') { h++; f++; }
+    while (*f == 'l') { l++; f++; }
+    long long v = __vb_nd();
+    void *p = __builtin_va_arg(ap, void *);
+    if (i++ >= r) continue;
+    int s = *f == 'd' || *f == 'i';
+    if (*f == 'c') *(char *)p = (char)v;
+    else if (h == 2) { if (s) *(signed char *)p = v; else *(unsigned char *)p = v; }
+    else if (h == 1) { if (s) *(short *)p = v; else *(unsigned short *)p = v; }
+    else if (l == 2) { if (s) *(long long *)p = v; else *(unsigned long long *)p = v; }
+    else if (l == 1) { if (s) *(LONG *)p = v; else *(unsigned LONG *)p = v; }
+    else { if (s) *(int *)p = v; else *(unsigned int *)p = v; }
+  }
+  __builtin_va_end(ap);
+  return (int)r;
+}"""
+
+
 @dataclass
 class Replay:
     confirmed: bool
@@ -141,8 +170,14 @@ def program_source(ast: c_ast.FileAST, values: list[int], *, data_model: str = "
         if name in called and name not in defined:  # its bits, as `floats.float_nondet` reads ND(i)
             lines.append(f"{ctype} {name}(void) {{ unsigned {ints} b = (unsigned {ints})__vb_nd();"
                          f" {ctype} d; __builtin_memcpy(&d, &b, sizeof d); return d; }}")
+    # a program's own `__VERIFIER_nondet_int` that calls scanf is a builtin to the
+    # encoder (one input): there scanf stays libc's (stdin is empty)
+    wrapped = any(encode.nondet_type_name(e.decl.name) and "scanf" in cfront.to_source(e)
+                  for e in tree.ext if isinstance(e, c_ast.FuncDef))
     for name in sorted(called - defined):
         nd = encode.nondet_type_name(name)
+        if name == "scanf" and not wrapped:
+            lines.append(_SCANF_C.replace("LONG", long_as))
         if nd is not None:
             ctype = nd.replace("long long", "LL").replace("long", long_as).replace("LL", "long long")
             lines.append(f"{ctype} {name}(void) {{ return ({ctype})__vb_nd(); }}")
