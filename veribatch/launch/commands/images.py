@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-out = Console()
-err = Console(stderr=True)
+out = Console(markup=False)  # as cli's consoles: our style tags say markup=True
+err = Console(stderr=True, markup=False)
 
 DirOpt = Annotated[Path | None, typer.Option("--dir", help="Where SIF images and images.lock.json "
                                              "live (env VERIBATCH_IMAGES; default ./images).")]
@@ -55,7 +55,7 @@ def check_cmd(
 
     results = check(images_dir(directory), run_tests=not no_test, strict=strict)
     for c in results:
-        out.print(f"[bold]{c.name}[/]: {'ok' if c.ok else '[red]FAILED[/]'}", highlight=False)
+        out.print(f"[bold]{c.name}[/]: {'ok' if c.ok else '[red]FAILED[/]'}", highlight=False, markup=True)
         for p in c.problems:
             out.print(f"  problem: {escape(str(p))}", highlight=False)
         for u in c.unpinned:
@@ -83,11 +83,11 @@ def build_cmd(
             for u in entry["unpinned"]:
                 out.print(f"  UNPINNED: {u}", highlight=False)
     except (ApptainerMissing, UnknownImageError) as e:
-        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True)
         raise typer.Exit(2) from None
     except subprocess.CalledProcessError as e:
         err.print(f"[bold red]error:[/] apptainer build failed with exit code {e.returncode}",
-                  highlight=False)
+                  highlight=False, markup=True)
         raise typer.Exit(1) from None
 
 

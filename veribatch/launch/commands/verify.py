@@ -28,8 +28,8 @@ from veribatch.verifiers.registry import verifier_names
 EXIT_CANNOT_RUN = 2
 EXIT_TOOL_ERROR = 1
 
-out = Console()
-err = Console(stderr=True)
+out = Console(markup=False)  # as cli's consoles: our style tags say markup=True
+err = Console(stderr=True, markup=False)
 
 
 def verify_cmd(
@@ -81,16 +81,17 @@ def verify_cmd(
             logs = log_dir or Path(tmp)
             result = verifier.run(query, Limits(wall_s=timeout, cpu_s=cpu_limit, memory_mb=memory), logs)
     except (UnknownToolError, FileNotFoundError, UnsupportedQueryError, ValueError) as e:  # ToolNotFoundError included
-        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True)
         raise typer.Exit(EXIT_CANNOT_RUN) from None
     code = EXIT_TOOL_ERROR if result.status == "ERROR" else 0
     if as_json:
         print(json.dumps(result.to_json(), sort_keys=True))
         raise typer.Exit(code)
     # soft_wrap: one line each, wrapped (if at all) by the terminal, never cut mid-phrase by rich
-    out.print(f"[bold]{result.status}[/]  {result.tool} {result.tool_version}  "
-              f"{result.wall_s:.2f}s wall, {result.cpu_s:.2f}s CPU, {result.peak_mem_mb:.0f} MB, "
-              f"ended by {result.termination_reason}", highlight=False, soft_wrap=True)
+    out.print(f"[bold]{result.status}[/]  " + escape(
+        f"{result.tool} {result.tool_version}  {result.wall_s:.2f}s wall, {result.cpu_s:.2f}s CPU, "
+        f"{result.peak_mem_mb:.0f} MB, ended by {result.termination_reason}"),
+        highlight=False, soft_wrap=True, markup=True)
     if result.reason:
         out.print(f"reason: {result.reason}", highlight=False, markup=False, soft_wrap=True)
     for inv in result.extras.get("invariants", [])[:20]:

@@ -270,7 +270,7 @@ class LocalExecutor(Executor):
                  console: Console | None = None, poll_s: float = 0.05) -> None:
         self.workers = max(1, workers or available_cpus()[0])
         self.progress = progress
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, markup=False)
         self.poll_s = poll_s
 
     @classmethod
@@ -331,7 +331,7 @@ class LocalExecutor(Executor):
             if self.progress and asked > grants[s["name"]]:
                 self.console.print(f"[yellow]{s['name']}: asks for {asked} CPUs per shard; the "
                                    f"local executor grants {grants[s['name']]} (its CPU "
-                                   "budget)[/]", highlight=False)
+                                   "budget)[/]", highlight=False, markup=True)
         return grants
 
     def _start(self, rd: RunDir, stage: str, shard: int, cpus: int) -> subprocess.Popen[bytes]:
