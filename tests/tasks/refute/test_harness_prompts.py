@@ -179,3 +179,21 @@ def test_sampling_is_the_harness_s(prompts_server: Path) -> None:
     config = plan_run("refute", model="openai:deepseek-v3", limit=1).config
     engine = sampling_for(config, MAX_TOKENS)
     assert (engine.n, engine.temperature, engine.top_p, engine.max_tokens) == (1, 0.2, 0.95, 8192)
+
+
+def test_o3_mini_asks_for_high_reasoning_effort_as_the_harness_did(prompts_server: Path) -> None:
+    """The paper's "o3-mini (high)": the request carries reasoning_effort high unless the user
+    chose another; other models, and o3-mini behind a non-openai engine, carry none."""
+    from veribatch.inference.providers import engine_options
+    from veribatch.launch.run_control import plan_run
+
+    def effort(model: str, *options: str):
+        config = plan_run("refute", model=model, limit=1, options=list(options)).config
+        return engine_options(config.model, dict(config.options)).get("reasoning_effort")
+
+    assert effort("openai:o3-mini") == "high"
+    assert effort("openai:o3-mini-2025-01-31") == "high"
+    assert effort("openai:o3-mini", "reasoning_effort=low") == "low"
+    assert effort("openai:gpt-4o") is None and effort("openai:o4-mini") is None
+    assert plan_run("refute", model="openai:o3-mini", limit=1).run_id != \
+        plan_run("refute", model="openai:o3-mini", limit=1, options=["reasoning_effort=low"]).run_id

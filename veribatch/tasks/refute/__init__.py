@@ -38,6 +38,11 @@ REASONING_MAX_TOKENS = 50000
 # no other).  A value the user gives (`--temperature`) is kept.
 HARNESS_SAMPLING = {False: {"temperature": 0.2, "top_p": 0.95}, True: {"temperature": 1.0, "top_p": 1.0}}
 
+# The harness asked o3-mini for reasoning_effort "high" (the paper's best row is "o3-mini
+# (high)"); a run of that model through an openai: endpoint sends the same unless the user
+# says otherwise (`-o reasoning_effort=low`): an engine option, so part of the run id.
+HARNESS_REASONING_EFFORT = {re.compile(r"(?<![a-z0-9])o3-mini(?![a-z0-9])", re.IGNORECASE): "high"}
+
 # Limits per dataset when the user sets none.  The hub data gets the paper's/harness's:
 # RandSearch 2 min (§4.3), the §4.1 filter 1 min, 20 s per run, 1 min for the model's program.
 # The shipped sample's problems are tiny, and `launch refute` must finish in minutes on a
@@ -114,6 +119,10 @@ class RefuteTask(Task):
         sampling = _budget(config, o["reasoning"])
         if config.model is not None:
             sampling = {**HARNESS_SAMPLING[o["reasoning"]], **sampling}
+            kind, _, name = config.model.partition(":")
+            for pattern, effort in HARNESS_REASONING_EFFORT.items():
+                if kind == "openai" and o.get("reasoning_effort") is None and pattern.search(name):
+                    o["reasoning_effort"] = effort
         config = resolve_samples(replace(config, options=o, sampling=sampling))
         # the node's refusal first: it needs no network, and no template makes it go away
         if o["sandbox"] == "auto":
