@@ -136,8 +136,8 @@ def test_launch_with_reasoning_effort_and_a_refusal_that_stops_the_run(
     assert {b["model"] for b in provider.bodies} == {"o3-mini"}
     assert all(b["reasoning_effort"] == "high" and "max_tokens" not in b
                and "temperature" not in b for b in provider.bodies)
-    plain = launch(*common, "--model", "openai:o3-mini", "--dry-run", env=env)
-    assert plain.returncode == 0 and _run_id(plain.stdout) != _run_id(ok.stdout + ok.stderr)
+    low = launch(*common, "--model", "openai:o3-mini", "-o", "reasoning_effort=low", "--dry-run", env=env)
+    assert low.returncode == 0 and _run_id(low.stdout) != _run_id(ok.stdout + ok.stderr)
 
     provider.bodies.clear()
     refused = launch(*common, "--model", "openai:o1-mini", "-o", "reasoning_effort=high", env=env)
