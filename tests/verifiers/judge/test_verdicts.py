@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.escape_attacks import CPU_WAITED
 from veribatch.verifiers.judge import Program, Verdict, detect_sandbox, run_program
 from veribatch.verifiers.judge.counterexample import (
     JudgeLimits,
@@ -47,19 +48,8 @@ def test_output_just_over_the_cap_is_ole_however_fast_the_exit(write, cache: Pat
 
 
 def test_cpu_in_children_shorter_than_a_poll_is_counted(write, cache: Path) -> None:
-    prog = Program.of(write("burst.py", """import os, time
-def burn(s):
-    t = time.process_time()
-    while time.process_time() - t < s:
-        pass
-for i in range(400):   # 400 x 5 ms = 2 s of CPU, no child alive long enough to be polled
-    pid = os.fork()
-    if pid == 0:
-        burn(0.005)
-        os._exit(0)
-    os.waitpid(pid, 0)
-print("done")
-"""))
+    # the escape suite's attack: 500 x 5 ms of CPU, no child alive long enough to be polled
+    prog = Program.of(write("burst.py", CPU_WAITED))
     r = run_program(prog, "", time_s=1, wall_s=60, cache_dir=cache)
     assert r.verdict is Verdict.TLE and r.cpu_s > 1.0, (r.verdict, r.cpu_s, r.reason)
 
