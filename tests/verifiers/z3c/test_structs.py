@@ -124,7 +124,8 @@ def test_undefined_member_access_is_never_a_proof(name, body):
     assert out.status in ("UNKNOWN", "TIMEOUT"), (name, out.status, out.reason)
     res = api.verify(prog(body), 5, in_process=True)
     if res.status is Status.TRUE:
-        assert res.extras["proof"] == "spacer" and res.extras["assumes"] == HEAP_ASSUMPTION
+        # (next-of-null never writes `n`: the assumption names it, `test_wild_fields`)
+        assert res.extras["proof"] == "spacer" and res.extras["assumes"].startswith(HEAP_ASSUMPTION)
 
 
 @pytest.mark.parametrize(("construct", "body"), [

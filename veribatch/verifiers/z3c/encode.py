@@ -58,6 +58,7 @@ from veribatch.verifiers.z3c.memory import (
     MemoryMixin,
     address_taken_names,
     heap_env,
+    never_written_pointer_fields,
 )
 
 __all__ = [
@@ -125,6 +126,8 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         self.track_ub = mode == "unroll" and uses_bitwise(ast)
         self.array_uids: set[str] = set()
         self.address_taken = address_taken_names(ast)  # `&x` somewhere: x lives in memory
+        # pointer members never written: read as NULL or a pointer to no object (memory)
+        self.wild_fields = never_written_pointer_fields(ast) if mode == "chc" else frozenset()
         self.boxed: set[str] = set()  # such scalars' variables: they hold the object's address
         self.statics: dict[int, Var] = {}  # static locals by their declaration's node (memory)
         self.rows: dict[str, int] = {}  # two-dimensional arrays: row length (memory)

@@ -32,6 +32,7 @@ from pycparser import c_ast
 from veribatch.verifiers import cfront
 from veribatch.verifiers.z3c import cexpr, chc, replay, slicing, templates
 from veribatch.verifiers.z3c.encode import Encoding, encode
+from veribatch.verifiers.z3c.memory import never_written_pointer_fields
 
 ENCODING_VERSION = "4"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE;
 # 3: the heap in the Horn encoding (Spacer proves memory programs, NULL dereference ends a run);
@@ -252,11 +253,16 @@ def run_spacer(
     out: dict[str, Any] = {"answer": "safe", "proof": "spacer", "proof_checked": True,
                            "invariants": invs}
     if enc.heap:
-        out["assumes"] = HEAP_ASSUMPTION
+        wild = never_written_pointer_fields(ast)
+        out["assumes"] = HEAP_ASSUMPTION + (WILD_ASSUMPTION.format(", ".join(sorted(wild))) if wild else "")
         out["invariants_smt"] = smt_invariants(enc, interps, {i["loop"] for i in invs})
     return out
 
 
+WILD_ASSUMPTION = (
+    "; pointer members the program never writes ({}) hold NULL or an indeterminate value, "
+    "and a dereference of the latter (undefined behaviour) ends the execution"
+)
 HEAP_ASSUMPTION = (
     "memory model of unreach-call (as UAutomizer's): a NULL dereference ends the execution; "
     "other undefined accesses (freed, dead, out of bounds, double free) are not checked and "

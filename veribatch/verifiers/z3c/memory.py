@@ -114,6 +114,7 @@ class MemLoc:
     base: z3.ArithRef
     off: z3.ArithRef
     ctype: CType
+    wild: bool = False  # a pointer member the program never writes (`never_written_pointer_fields`)
 
 
 def is_ptr(v: Val) -> bool:
@@ -556,8 +557,9 @@ class MemoryMixin:
         if s is None:
             return None, dummy
         cell = off_of(p.expr) * lay.nslots + slot
+        wild = isinstance(ft, PtrType) and name in self.wild_fields
         if index is not None and name not in lay.lengths:  # `p->q[i]` of a pointer member q
-            s, q = self.read(s, MemLoc(z3.simplify(base_of(p.expr)), z3.simplify(cell), ft))
+            s, q = self.read(s, MemLoc(z3.simplify(base_of(p.expr)), z3.simplify(cell), ft, wild))
             if s is None:
                 return None, dummy
             if not is_ptr(q):
@@ -572,7 +574,7 @@ class MemoryMixin:
             if s is None:
                 return None, dummy
             cell = cell + i
-        return s, MemLoc(z3.simplify(base_of(p.expr)), z3.simplify(cell), ft)
+        return s, MemLoc(z3.simplify(base_of(p.expr)), z3.simplify(cell), ft, wild)
 
     # ------------------------------------------------------------------ the heap
     def need_heap(self, construct: str, node: c_ast.Node | None) -> None:
@@ -633,12 +635,15 @@ class MemoryMixin:
     def load(self, state: State, loc: MemLoc) -> tuple[State | None, Val]:
         if isinstance(loc.ctype, StructType):
             raise Unsupported("struct values unsupported", None)
+        if loc.wild:  # never written: NULL or (0, k), a pointer to no object (`wild_pointer`)
+            return state, Val(mk_ptr(z3.IntVal(0), z3.Int(f"$wild!{next(self.counter)}")), loc.ctype)
         if isinstance(loc.ctype, PtrType):  # a pointer member: any garbage is some Ptr
             return state, Val(state.env["$pmem"][loc.base][loc.off], loc.ctype)
         v = state.env["$mem"][loc.base][loc.off]
         return state.assume(cint.in_range(v, loc.ctype)), Val(v, loc.ctype)
 
     def store_mem(self, state: State, loc: MemLoc, value: z3.ArithRef) -> State:
+        assert not loc.wild, "a member never written is written"  # never_written_pointer_fields
         key = "$pmem" if isinstance(loc.ctype, PtrType) else "$mem"
         mem = state.env[key]
         return self._set(state, key, z3.Store(mem, loc.base, z3.Store(mem[loc.base], loc.off, value)))
@@ -684,7 +689,12 @@ class MemoryMixin:
         if op in ("==", "!="):
             pa = self.coerce(a, b.ctype if is_ptr(b) else a.ctype, node)
             pb = self.coerce(b, a.ctype if is_ptr(a) else b.ctype, node)
-            return state, Val(pa == pb if op == "==" else pa != pb, self.int_t)
+            eq = pa == pb
+            if self.wild_fields:  # an indeterminate pointer's bits may equal an object's address
+                eq = z3.If(z3.Or(z3.And(wild_pointer(pa), base_of(pb) != 0),
+                                 z3.And(wild_pointer(pb), base_of(pa) != 0)),
+                           z3.Bool(f"$wild_eq!{next(self.counter)}"), eq)
+            return state, Val(eq if op == "==" else z3.Not(eq), self.int_t)
         if op in ("<", "<=", ">", ">=", "-") and is_ptr(a) and is_ptr(b):
             s = self.defined(state, base_of(a.expr) == base_of(b.expr))
             x, y = off_of(a.expr), off_of(b.expr)
@@ -799,6 +809,100 @@ class MemoryMixin:
         env = dict(state.env)
         env[key] = value
         return state.with_env(env)
+
+
+def never_written_pointer_fields(ast: c_ast.FileAST) -> frozenset[str]:
+    """Pointer members the program reads (`p->f`, `s.f`) and never writes, by name.
+
+    Such a member holds what its object started with: NULL (`calloc`, a global or static
+    struct) or an indeterminate value (`malloc`, a struct local), which no pointer the
+    program made was ever stored into, so it points to no object (C 7.22.3.4; using it as
+    an address is undefined behaviour).  `MemoryMixin.field_loc` reads it as such a value.
+    A member counts as written if any member of that name (of any struct) is assigned,
+    incremented or has its address taken.  Empty (the ordinary model everywhere) when
+    something could write the member's cells under another name: a `void *` declared or
+    cast to anywhere but in a body-less prototype or `(void *) 0` (`malloc`'s result converted to a struct
+    pointer is fine; another object reached through `void *` may be punned), or an array
+    member of a struct (an index out of its bounds is a cell of the next member in the
+    Horn encoding)."""
+    pointer_fields: set[str] = set()
+    read: set[str] = set()
+    written: set[str] = set()
+    punned = False
+
+    def is_void_ptr(t: c_ast.Node) -> bool:
+        while isinstance(t, c_ast.PtrDecl | c_ast.ArrayDecl | c_ast.Typename):
+            if isinstance(t, c_ast.PtrDecl) and isinstance(t.type, c_ast.TypeDecl) \
+                    and isinstance(t.type.type, c_ast.IdentifierType) and t.type.type.names == ["void"]:
+                return True
+            t = t.type
+        return False
+
+    class Visitor(c_ast.NodeVisitor):
+        def visit_Struct(self, node: c_ast.Struct) -> None:  # noqa: N802 - pycparser's visitor API
+            nonlocal punned
+            for d in node.decls or []:
+                if isinstance(d.type, c_ast.ArrayDecl):
+                    punned = True
+                if isinstance(d.type, c_ast.PtrDecl) and d.name is not None:
+                    pointer_fields.add(d.name)
+            self.generic_visit(node)
+
+        def visit_Decl(self, node: c_ast.Decl) -> None:  # noqa: N802 - pycparser's visitor API
+            nonlocal punned
+            if isinstance(node.type, c_ast.FuncDecl):
+                return  # a prototype (`void *malloc(size_t)`); a definition's body is visited below
+            if is_void_ptr(node.type):
+                punned = True
+            self.generic_visit(node)
+
+        def visit_FuncDef(self, node: c_ast.FuncDef) -> None:  # noqa: N802 - pycparser's visitor API
+            nonlocal punned
+            fd = node.decl.type
+            if is_void_ptr(fd.type) or any(is_void_ptr(getattr(p, "type", None))
+                                           for p in (fd.args.params if fd.args else [])):
+                punned = True
+            self.visit(node.body)
+
+        def visit_Typename(self, node: c_ast.Typename) -> None:  # noqa: N802 - pycparser's visitor API
+            nonlocal punned
+            if is_void_ptr(node.type):
+                punned = True
+
+        def visit_Cast(self, node: c_ast.Cast) -> None:  # noqa: N802 - pycparser's visitor API
+            if _literal(node.expr) == 0:  # `(void *) 0`: NULL
+                return
+            self.generic_visit(node)
+
+        def visit_Assignment(self, node: c_ast.Assignment) -> None:  # noqa: N802 - pycparser's visitor API
+            if isinstance(node.lvalue, c_ast.StructRef):
+                written.add(node.lvalue.field.name)
+            self.generic_visit(node)
+
+        def visit_UnaryOp(self, node: c_ast.UnaryOp) -> None:  # noqa: N802 - pycparser's visitor API
+            if node.op in ("&", "++", "--", "p++", "p--") and isinstance(node.expr, c_ast.StructRef):
+                written.add(node.expr.field.name)
+            self.generic_visit(node)
+
+        def visit_StructRef(self, node: c_ast.StructRef) -> None:  # noqa: N802 - pycparser's visitor API
+            read.add(node.field.name)
+            self.generic_visit(node)
+
+    Visitor().visit(ast)
+    if punned:
+        return frozenset()
+    return frozenset((pointer_fields & read) - written)
+
+
+def wild_pointer(p: z3.ExprRef) -> z3.BoolRef:
+    """`p` is (0, k), k != 0: how the Horn encoding reads a pointer member never written
+    (`MemoryMixin.load`).  No pointer a defined execution makes has base 0 and is not NULL,
+    so such a value came from that member: it is non-NULL and a dereference of it ends the
+    execution, like NULL's (base 0, `MemoryMixin.defined`'s `crash`).  Its comparisons with
+    NULL and with other such values follow its k (fresh at each read: NULL or not, as any
+    garbage, stable as the rest of the model's uninitialised memory); compared with `==` to
+    a pointer into an object it may be equal (its bits are anything): any truth value."""
+    return z3.And(base_of(p) == 0, off_of(p) != 0)
 
 
 def address_taken_names(ast: c_ast.Node) -> frozenset[str]:
