@@ -689,12 +689,12 @@ class MemoryMixin:
         if op in ("==", "!="):
             pa = self.coerce(a, b.ctype if is_ptr(b) else a.ctype, node)
             pb = self.coerce(b, a.ctype if is_ptr(a) else b.ctype, node)
-            eq = pa == pb
             if self.wild_fields:  # an indeterminate pointer's bits may equal an object's address
                 eq = z3.If(z3.Or(z3.And(wild_pointer(pa), base_of(pb) != 0),
                                  z3.And(wild_pointer(pb), base_of(pa) != 0)),
-                           z3.Bool(f"$wild_eq!{next(self.counter)}"), eq)
-            return state, Val(eq if op == "==" else z3.Not(eq), self.int_t)
+                           z3.Bool(f"$wild_eq!{next(self.counter)}"), pa == pb)
+                return state, Val(eq if op == "==" else z3.Not(eq), self.int_t)
+            return state, Val(pa == pb if op == "==" else pa != pb, self.int_t)
         if op in ("<", "<=", ">", ">=", "-") and is_ptr(a) and is_ptr(b):
             s = self.defined(state, base_of(a.expr) == base_of(b.expr))
             x, y = off_of(a.expr), off_of(b.expr)
