@@ -103,3 +103,14 @@ def test_recursion_a_summary_cannot_hold_stays_bounded_and_is_never_proved():
     res = api.verify(text, 3, in_process=True)
     assert res.status in (Status.UNKNOWN, Status.TIMEOUT), (res.status, res.reason)
     assert "recursion (sum) outside the Horn encoding: sum names the global calls" in res.reason
+
+
+def test_a_product_inside_a_summary_does_not_schedule_templates_early():
+    """`n * fact(n - 1)` is in fact's summary clauses, which templates never sample: the
+    loop of main is linear, so the portfolio keeps templates for a later round."""
+    from veribatch.verifiers.z3c import templates
+
+    enc = encode(parsed(prog(CASES[6][2])), mode="chc")
+    assert any(c.kind == "summary" and not templates._linear(c.constraint, *c.head.children())
+               for c in enc.clauses)
+    assert templates.nonlinear(enc) is False

@@ -444,7 +444,10 @@ _NONLINEAR_OPS = (z3.Z3_OP_MUL, z3.Z3_OP_IDIV, z3.Z3_OP_MOD, z3.Z3_OP_POWER)
 
 def nonlinear(enc: Encoding) -> bool:
     """Whether a clause multiplies, divides or takes the remainder of two non-constant terms
-    (the programs whose invariants are polynomial: the portfolio runs templates early)."""
+    (the programs whose invariants are polynomial: the portfolio runs templates early).
+    Recursive functions' summary clauses are left out: templates never sample them
+    (`summaries.without_summaries`), so a product there (a factorial) is no reason."""
+    enc = without_summaries(enc)
     roots: list[z3.ExprRef] = [c.constraint for c in enc.clauses]
     roots += [a for c in enc.clauses if c.head is not None for a in c.head.children()]
     return not _linear(*roots)
