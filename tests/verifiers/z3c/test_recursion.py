@@ -114,3 +114,35 @@ def test_a_product_inside_a_summary_does_not_schedule_templates_early():
     assert any(c.kind == "summary" and not templates._linear(c.constraint, *c.head.children())
                for c in enc.clauses)
     assert templates.nonlinear(enc) is False
+
+
+_HEAP_MAIN = ("int main() { int n = __VERIFIER_nondet_int(); assume_abort_if_not(n > 0 && n < 4);\n"
+              "  int *a = malloc(n * sizeof(int)); if (!a) return 0;\n"
+              "  for (int i = 0; i < n; i++) a[i] = fib(i);\n"
+              "  __VERIFIER_assert(CHECK); free(a); return 0; }\n")
+
+
+@pytest.mark.parametrize(("check", "expected"), [("a[n - 1] >= 0", "TRUE"), ("a[n - 1] != 1", "FALSE")])
+def test_a_recursive_function_touching_no_memory_is_summarised_in_a_heap_program(check, expected):
+    """The heap is no summary argument, but a call of a function that touches no memory
+    leaves it as it was: the program's other memory is in the clauses, fib is a summary."""
+    text = prog("extern void *malloc(unsigned long); extern void free(void *);\n" + FIB
+                + _HEAP_MAIN.replace("CHECK", check))
+    res = api.verify(text, 30, in_process=True)
+    assert str(res.status) == expected, res.reason
+    if res.status is Status.FALSE:
+        assert res.extras["counterexample"]["replay"] == "reach_error reached by the compiled program"
+    else:
+        assert res.extras["proof"] == "spacer" and [s["function"] for s in res.extras["summaries"]] == ["fib"]
+
+
+def test_a_recursive_function_touching_memory_stays_bounded():
+    text = prog("extern void *malloc(unsigned long);\n"
+                "int sum(int *a, int n) { if (n <= 0) return 0; return a[n - 1] + sum(a, n - 1); }\n"
+                "int main() { int n = __VERIFIER_nondet_int(); assume_abort_if_not(n > 0 && n < 100000);\n"
+                "  int *a = malloc(n * sizeof(int)); if (!a) return 0;\n"
+                "  for (int i = 0; i < n; i++) a[i] = 1;\n"
+                "  __VERIFIER_assert(sum(a, n) == n); return 0; }\n")
+    res = api.verify(text, 3, in_process=True)
+    assert res.status in (Status.UNKNOWN, Status.TIMEOUT), (res.status, res.reason)
+    assert "recursion (sum) outside the Horn encoding: the program uses memory and sum may touch it" in res.reason

@@ -20,8 +20,9 @@ interpretations are reported apart (`summary_terms`).
 
 What a summary cannot hold stays BMC only (`ir.BmcOnly`, the recursion inlined to the
 unrolling depth): a function (or one it calls) that names a global or static variable
-(its effects on them would be lost), a program that uses memory (the heap would have
-to be summary arguments), parameters or results that are not integers.
+(its effects on them would be lost), or, in a program that uses memory, one that may
+touch memory (the heap is no summary argument: a call of a function touching none
+leaves it as it was), parameters or results that are not integers.
 """
 
 from __future__ import annotations
@@ -32,20 +33,48 @@ import z3
 from pycparser import c_ast
 
 from veribatch.verifiers.z3c import cint
-from veribatch.verifiers.z3c.calls import _ASSERT, _ERROR
+from veribatch.verifiers.z3c.calls import _ALLOC, _ASSERT, _ERROR, _SCANF
 from veribatch.verifiers.z3c.cint import CType
 from veribatch.verifiers.z3c.floats import FloatType
 from veribatch.verifiers.z3c.ir import BmcOnly, Clause, Encoding, Pred, PtrType, State, Val, Var
 
+# integer type keywords: a declaration of anything else (pointers, arrays, structs, floats,
+# typedef names) may touch memory
+_INT_WORDS = {"int", "unsigned", "signed", "long", "short", "char", "_Bool"}
+
 
 class _Uses(c_ast.NodeVisitor):
-    """What a function body names: identifiers, called names, static declarations."""
+    """What a function body names: identifiers, called names, static declarations, and
+    the first construct that may touch memory (None: it reads and writes integers only)."""
 
     def __init__(self, body: c_ast.Node):
         self.ids: set[str] = set()
         self.calls: set[str] = set()
         self.statics: list[str] = []
+        self.declared: set[str] = set()
+        self.memory: str | None = None
         self.visit(body)
+
+    def _touch(self, what: str) -> None:
+        self.memory = self.memory or what
+
+    def visit_UnaryOp(self, n: c_ast.UnaryOp) -> None:
+        if n.op in ("*", "&"):
+            self._touch(f"unary {n.op}")
+        self.generic_visit(n)
+
+    def visit_ArrayRef(self, n: c_ast.ArrayRef) -> None:
+        self._touch("an array access")
+        self.generic_visit(n)
+
+    def visit_StructRef(self, n: c_ast.StructRef) -> None:
+        self._touch("a member access")
+        self.generic_visit(n)
+
+    def visit_Cast(self, n: c_ast.Cast) -> None:
+        if not _integer_type(n.to_type.type):
+            self._touch("a cast to a non-integer type")
+        self.generic_visit(n)
 
     def visit_ID(self, n: c_ast.ID) -> None:
         self.ids.add(n.name)
@@ -58,7 +87,16 @@ class _Uses(c_ast.NodeVisitor):
     def visit_Decl(self, n: c_ast.Decl) -> None:
         if "static" in (n.storage or []):
             self.statics.append(n.name)
+        if n.name:
+            self.declared.add(n.name)
+        if not _integer_type(n.type):
+            self._touch(f"the declaration of {n.name}")
         self.generic_visit(n)
+
+
+def _integer_type(t: c_ast.Node) -> bool:
+    return (isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType)
+            and set(t.type.names) <= _INT_WORDS)
 
 
 def call_graph(funcs: dict[str, c_ast.FuncDef]) -> dict[str, set[str]]:
@@ -96,12 +134,21 @@ class SummariesMixin:
 
     def _summary_refusal(self, fname: str) -> str | None:
         """Why `fname` cannot have a summary predicate (None: it can)."""
-        if self.heap:
-            return "the program uses memory (the heap is no summary argument)"
         graph = call_graph(self.funcs)
         for g in sorted(reachable(graph, fname)):
             fdef = self.funcs[g]
             uses = _Uses(fdef.body)
+            if self.heap:
+                # the heap is no summary argument: in a program that uses memory, only
+                # functions that touch none of it (the heap is the same after the call)
+                if uses.memory is not None or uses.calls & (_ALLOC | _SCANF):
+                    return (f"the program uses memory and {g} may touch it "
+                            f"({uses.memory or 'an allocation or scanf'})")
+                params = {p.name for p in (fdef.decl.type.args.params if fdef.decl.type.args else [])
+                          if isinstance(p, c_ast.Decl)}
+                boxed = sorted((uses.declared | params) & self.address_taken)
+                if boxed:
+                    return f"the program uses memory and {g} has a variable {boxed[0]} named like an address-taken one"
             if uses.statics:
                 return f"{g} has a static variable {uses.statics[0]}"
             named = sorted(uses.ids & set(self.globals))
