@@ -142,16 +142,6 @@ def test_a_trace_through_an_undefined_shift_is_no_counterexample():
 
 
 
-def test_recursion_deeper_than_the_unrolling_is_never_proved():
-    """Unbounded recursion: calls beyond the inlining depth are cut, so never TRUE."""
-    text = prog("int sum(int n) { if (n <= 0) return 0; return n + sum(n - 1); }\n"
-                "int main() { int n = __VERIFIER_nondet_int(); assume_abort_if_not(n >= 0);\n"
-                "  __VERIFIER_assert(sum(n) != 7); return 0; }")  # true, but only by induction
-    res = api.verify(text, 3, in_process=True)
-    assert res.status in (Status.UNKNOWN, Status.TIMEOUT), (res.status, res.reason)
-    assert "recursion (sum)" in res.reason
-
-
 def test_the_counterexample_search_avoids_traces_the_replay_would_reject():
     """A signed `<<` out of range is undefined: the bit-blasted search assumes it away.
 

@@ -203,12 +203,15 @@ class CallsMixin:
     ) -> tuple[State | None, Val]:
         fname = fdef.decl.name
         dummy = Val(z3.IntVal(0), self.int_t)
+        if self.mode == "chc" and fname in self.recursive:
+            # Horn clauses: a recursive function's calls go through its summary predicate
+            # (`summaries`); one it cannot summarise raises `BmcOnly`
+            return self.call_summary(state, fdef, args, node)
         if fname in self.call_stack:
             # Recursion is inlined like a loop is unrolled: at most depth + 1 nested
             # recursive activations, deeper calls cut (so only an unrolling that shows
-            # them infeasible proves anything); Horn clauses would need a summary
-            # predicate per function: BMC only.
-            if self.mode != "unroll":
+            # them infeasible proves anything).
+            if self.mode != "unroll":  # pragma: no cover - chc mode summarises recursion
                 raise BmcOnly(f"recursion ({fname}) unsupported", node)
             if self.call_stack.count(fname) > self.depth + 1:
                 self.cut = True

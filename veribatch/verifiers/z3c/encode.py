@@ -60,6 +60,7 @@ from veribatch.verifiers.z3c.memory import (
     heap_env,
     never_written_pointer_fields,
 )
+from veribatch.verifiers.z3c.summaries import SummariesMixin
 
 __all__ = [
     "BmcOnly", "Clause", "Encoder", "Encoding", "ErrorPath", "Mode", "Outcomes", "Pred", "State",
@@ -67,7 +68,7 @@ __all__ = [
 ]
 
 
-class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, CallsMixin):
+class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, CallsMixin, SummariesMixin):
     """Symbolic executor; build with `encode(ast, mode=...)`."""
 
     def __init__(
@@ -136,6 +137,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         self.layouts: dict[str, Layout] = {}
         self.enum_consts: dict[str, int | None] = {}  # enumeration constants (None: not a literal)
         self.collect_structs(ast)
+        self._summary_setup()  # chc mode: recursive functions as summary predicates
         # per function being executed: its labels' positions, states of pending gotos
         self.goto_frames: list[tuple[dict[str, tuple[int, int]], dict[str, list[State]]]] = []  # variables naming an array object (memory)
 
@@ -188,6 +190,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         self.call_stack.pop()
         self.frames.pop()
         del out  # leaving main (fall-through or return) ends the program: safe
+        self.encode_summaries()
         return self._result()
 
     def _result(self) -> Encoding:

@@ -33,6 +33,7 @@ from veribatch.verifiers import cfront
 from veribatch.verifiers.z3c import cexpr, chc, replay, slicing, templates
 from veribatch.verifiers.z3c.encode import Encoding, encode
 from veribatch.verifiers.z3c.memory import never_written_pointer_fields
+from veribatch.verifiers.z3c.summaries import summary_terms
 
 ENCODING_VERSION = "4"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE;
 # 3: the heap in the Horn encoding (Spacer proves memory programs, NULL dereference ends a run);
@@ -256,6 +257,8 @@ def run_spacer(
         wild = never_written_pointer_fields(ast)
         out["assumes"] = HEAP_ASSUMPTION + (WILD_ASSUMPTION.format(", ".join(sorted(wild))) if wild else "")
         out["invariants_smt"] = smt_invariants(enc, interps, {i["loop"] for i in invs})
+    if any(p.function for p in enc.preds):  # recursive functions' summaries: no loop invariants
+        out["summaries"] = summary_terms(enc.preds, interps)
     return out
 
 
@@ -310,7 +313,11 @@ def run_templates(
         return {"answer": "unknown", "reason": why}
     invs = invariants_from(ast, enc, proof.interps, data_model=data_model, timeout_ms=2000,
                            deadline=max(deadline, time.monotonic()) + grace)
-    return {"answer": "safe", "proof": proof.how, "proof_checked": True, "invariants": invs}
+    out: dict[str, Any] = {"answer": "safe", "proof": proof.how, "proof_checked": True,
+                           "invariants": invs}
+    if any(p.function for p in enc.preds):  # recursive functions' summaries: no loop invariants
+        out["summaries"] = summary_terms(enc.preds, proof.interps)
+    return out
 
 
 def run_bmc(

@@ -54,13 +54,15 @@ class Var:
 
 @dataclass
 class Pred:
-    """A predicate of the Horn system: a loop head (`label` set) or a join point."""
+    """A predicate of the Horn system: a loop head (`label` set), a join point, or a
+    recursive function's summary (`function` set: `summaries`)."""
 
     decl: z3.FuncDeclRef
     sig: list[Var]
     label: int | None
     line: int
     visible: dict[str, str] = field(default_factory=dict)  # C name → uid visible at the head
+    function: str | None = None  # a summary: the function whose calls it relates to results
 
 
 @dataclass
@@ -69,7 +71,7 @@ class Clause:
     constraint: z3.BoolRef
     head: z3.BoolRef | None  # None: the clause leads to reach_error
     line: int
-    kind: str  # "init" | "step" | "error" | "join"
+    kind: str  # "init" | "step" | "error" | "join" | "summary"
 
 
 @dataclass

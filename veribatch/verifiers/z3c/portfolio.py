@@ -338,7 +338,7 @@ def verify_text(
                 if ans == "safe":
                     extras = {"proof": got.get("proof"), "invariants": got.get("invariants", []),
                               "proof_checked": True, "portfolio": log}
-                    for key in ("assumes", "invariants_smt"):  # Spacer over the heap
+                    for key in ("assumes", "invariants_smt", "summaries"):  # Spacer only
                         if key in got:
                             extras[key] = got[key]
                     return Outcome("TRUE", None, {**extras, **_repairs(text)})

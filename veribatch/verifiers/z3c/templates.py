@@ -33,12 +33,13 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import z3
 
 from veribatch.verifiers.z3c import chc
 from veribatch.verifiers.z3c.encode import Clause, Encoding
+from veribatch.verifiers.z3c.summaries import without_summaries
 
 MAX_STATES = 300  # samples kept per predicate
 MAX_STEPS = 2000  # concrete clause executions per query
@@ -443,7 +444,10 @@ _NONLINEAR_OPS = (z3.Z3_OP_MUL, z3.Z3_OP_IDIV, z3.Z3_OP_MOD, z3.Z3_OP_POWER)
 
 def nonlinear(enc: Encoding) -> bool:
     """Whether a clause multiplies, divides or takes the remainder of two non-constant terms
-    (the programs whose invariants are polynomial: the portfolio runs templates early)."""
+    (the programs whose invariants are polynomial: the portfolio runs templates early).
+    Recursive functions' summary clauses are left out: templates never sample them
+    (`summaries.without_summaries`), so a product there (a factorial) is no reason."""
+    enc = without_summaries(enc)
     roots: list[z3.ExprRef] = [c.constraint for c in enc.clauses]
     roots += [a for c in enc.clauses if c.head is not None for a in c.head.children()]
     return not _linear(*roots)
@@ -486,13 +490,17 @@ def prove(
     left, all of them.  The re-check may run `recheck_s` past `deadline`.
     """
     start = time.monotonic()
-    states = reachable_states(enc, seed=seed, deadline=start + 0.4 * (deadline - start))
+    # recursive functions' summaries read as true (`summaries.without_summaries`): the
+    # guesses follow the loops alone; the proof, summaries true, is checked on `enc`
+    relaxed = without_summaries(enc)
+    anything = {p.decl.name(): z3.BoolVal(True) for p in enc.preds if p.function is not None}
+    states = reachable_states(relaxed, seed=seed, deadline=start + 0.4 * (deadline - start))
     why = "templates: no candidate"
     tried: set[int] = set()
     for max_terms in (MAX_TERMS, None):
         if deadline - time.monotonic() < 0.05:
             break
-        found = infer(enc, seed=seed, deadline=deadline, max_terms=max_terms, states=states)
+        found = infer(relaxed, seed=seed, deadline=deadline, max_terms=max_terms, states=states)
         if found is None:
             why = "templates: timeout while checking candidates"
             continue
@@ -502,6 +510,8 @@ def prove(
         if found.kept == 0:
             why = f"templates: none of {found.candidates} candidates is inductive"
             continue
+        if anything:
+            found = replace(found, interps={**found.interps, **anything})
         proof, why = _prove_with(enc, found, deadline=deadline, seed=seed, recheck_s=recheck_s,
                                  on_proof=on_proof)
         if proof is not None:
