@@ -346,8 +346,13 @@ def verify_text(
                     return Outcome("FALSE", None, {"counterexample": got.get("counterexample"),
                                                    "portfolio": log, **_repairs(text)})
                 if ans == "unsafe":
-                    unsafe_hint = True
-                    reasons[member] = "Spacer found the error reachable (no confirmed trace yet)"
+                    # an error reachable in an over-approximation (`bitabs`) may be spurious:
+                    # BMC then keeps its doubling slices instead of all the time at once
+                    # (one long slice spent it in the bit-blasted search at a shallow depth)
+                    unsafe_hint = not got.get("over_approximate")
+                    reasons[member] = ("Spacer found the error reachable" + (
+                        "" if unsafe_hint else " in the bit-wise over-approximation")
+                        + " (no confirmed trace yet)")
                     active = [m for m in active if m == "bmc"]
                     break
                 if ans == "error":
