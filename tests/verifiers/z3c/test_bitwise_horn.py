@@ -38,6 +38,17 @@ MIXED = _HEAD + """int main() {
 SAFE = MIXED.replace("ASSERTION", "0 <= y && y <= x && z >= x && (u & 15u) == 0 && u <= 240u")
 
 
+# Stein's gcd loop: `(u | v) & 1` needs bit 0 of the fresh `u & v` (both odd or not)
+PARITY = _HEAD + """int main() {
+  unsigned int u = __VERIFIER_nondet_uint(), v = __VERIFIER_nondet_uint(), k = 0;
+  if (u == 0 || v == 0) return 0;
+  while (((u | v) & 1) == 0) { u >>= 1; v >>= 1; k++; }
+  __VERIFIER_assert((u & 1) == 1 || (v % 2) == 1);
+  return 0;
+}
+"""
+
+
 def _values(e: z3.ExprRef, **env: int) -> int:
     return z3.simplify(z3.substitute(e, *((z3.Int(k), z3.IntVal(v)) for k, v in env.items()))).as_long()
 
@@ -63,8 +74,9 @@ def test_constant_masks_are_exact_and_the_facts_hold_of_every_pair():
     assert z3.is_true(z3.simplify(sub))
 
 
-def test_spacer_proves_a_loop_with_bitwise_operators_and_the_proof_rechecks():
-    enc = encode(parsed(SAFE), mode="chc")
+@pytest.mark.parametrize("text", [SAFE, PARITY], ids=["order-sign-masks", "parity"])
+def test_spacer_proves_a_loop_with_bitwise_operators_and_the_proof_rechecks(text):
+    enc = encode(parsed(text), mode="chc")
     assert any("bitand!" in str(c.constraint) for c in enc.clauses)  # two variables: the abstraction
     ans = chc.solve(enc, timeout_ms=60_000)
     assert ans.status == "safe", ans.reason

@@ -15,7 +15,7 @@ overflow left an operand out of its type's range.
   division and `mod` is non-negative, so these are x's bits also for x < 0); for
   c < 0, ``x & c == x - (x & ~c)``.
 - Both operands variables: **an over-approximation**: a fresh ``a`` for ``x & y``
-  constrained by `and_facts` (sign, order, x & x == x, the type's range), with
+  constrained by `and_facts` (sign, order, x & x == x, bit 0, the type's range), with
   ``x | y == x + y - a`` and ``x ^ y == x + y - 2a``, identities of two's
   complement.  The facts are conjoined to every clause that mentions ``a``
   (`Encoder._with_division_facts`), so `chc.validate` re-checks a proof on
@@ -68,7 +68,8 @@ def and_facts(x: z3.ArithRef, y: z3.ArithRef, a: z3.ArithRef, t: CType) -> z3.Bo
     """What holds of ``a == x & y`` for all integers x, y (two's complement, sign-extended).
 
     ``x & y`` has a subset of each operand's bits: it is negative only if both are,
-    at most x when x >= 0 or y < 0 (and symmetrically), and x itself when y == x.
+    at most x when x >= 0 or y < 0 (and symmetrically), x itself when y == x, and odd
+    only if both are (so ``(x | y) & 1`` is exact).
     ``x ^ y`` (``x + y - 2a``) is negative exactly when the signs differ.  For
     operands in the type's range, ``&``, ``|`` and ``^`` are in it too.
     """
@@ -79,6 +80,7 @@ def and_facts(x: z3.ArithRef, y: z3.ArithRef, a: z3.ArithRef, t: CType) -> z3.Bo
         z3.Implies(z3.Or(z3.Not(neg_y), neg_x), a <= y),
         z3.Implies(x == y, a == x),
         (x + y - 2 * a < 0) == (neg_x != neg_y),
+        (a % 2 == 1) == z3.And(x % 2 == 1, y % 2 == 1),  # bit 0 (`mod` is non-negative)
     ]
     in_range = z3.And(cint.in_range(x, t), cint.in_range(y, t))
     facts.append(z3.Implies(in_range, z3.And(
