@@ -120,7 +120,8 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         # chc mode: `x & y` of two variables as a fresh value, its facts beside the
         # quotients' (`ExpressionsMixin.bitwise_horn`); off where no clause carries them
         self.fresh_bitwise = mode == "chc"
-        self.over_approximate = False  # some `x & y` is such a fresh value
+        self.over_approximate = False  # some `x & y` is such a fresh value, or a float (`floats`)
+        self.abstract_floats = mode == "chc"  # floating point as opaque values (`floats`)
         self.bit_level = False  # a bitwise operator was encoded bit by bit (expressions.bitwise)
         self.no_ub: list[z3.BoolRef] = []  # no undefined behaviour (note_defined), search only
         # only encodings with bitwise operators collect `no_ub` for the bit-blasted search
