@@ -351,7 +351,8 @@ def verify_text(
                     # (one long slice spent it in the bit-blasted search at a shallow depth)
                     unsafe_hint = not got.get("over_approximate")
                     reasons[member] = ("Spacer found the error reachable" + (
-                        "" if unsafe_hint else " in the bit-wise over-approximation")
+                        "" if unsafe_hint else " in the over-approximation of bit-wise "
+                        "operators or floating point")
                         + " (no confirmed trace yet)")
                     active = [m for m in active if m == "bmc"]
                     break
