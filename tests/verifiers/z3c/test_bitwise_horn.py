@@ -104,3 +104,16 @@ def test_safe_program_is_true_through_the_portfolio_with_its_certificate():
     res = api.verify(SAFE, 30, in_process=True)
     assert res.status.value == "TRUE", res.reason
     assert res.extras.get("proof_checked") is True
+
+
+def test_bmc_runs_first_where_the_clauses_over_approximate():
+    """Masks alone are exact (Spacer's "unsafe" stays a hint); `x & y` is not, and a complete
+    unrolling, which such programs had to themselves before, keeps the first slice."""
+    from veribatch.verifiers.z3c import portfolio
+
+    exact = _HEAD + "int main() { int x = __VERIFIER_nondet_int(); __VERIFIER_assert((x & 12) <= 12); }\n"
+    assert not encode(parsed(exact), mode="chc").over_approximate
+    assert not portfolio._over_approximate(exact, "ILP32")
+    assert portfolio._over_approximate(SAFE, "ILP32")
+    res = api.verify(PARITY, 20, in_process=True)
+    assert res.status.value == "TRUE" and res.extras["portfolio"][0]["member"] == "bmc", res.extras
