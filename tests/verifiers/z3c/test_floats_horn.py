@@ -63,3 +63,16 @@ def test_a_property_of_the_doubles_is_not_proved_in_the_horn_encoding():
     enc = encode(parsed(text), mode="chc")
     assert enc.over_approximate
     assert chc.solve(enc, timeout_ms=30_000).status == "unsafe"
+
+
+@pytest.mark.parametrize(("guard", "expected"), [
+    ("d && k == 0", "unsafe"),   # d == 0.5: true, and (int) d == 0
+    ("d && !d", "safe"),         # one value's truth, however often it is read
+])
+def test_a_double_s_truth_is_not_tied_to_its_conversion(guard, expected):
+    """The opaque term's truth (`if (d)`) and `(int) d` must not constrain each other: a
+    double 0.5 is true and converts to 0."""
+    text = ("extern void reach_error(void);\nextern double __VERIFIER_nondet_double(void);\n"
+            "int main() { double d = __VERIFIER_nondet_double(); int k = d;\n"
+            f"  if ({guard}) reach_error();\n  return 0; }}\n")
+    assert chc.solve(encode(parsed(text), mode="chc"), timeout_ms=30_000).status == expected

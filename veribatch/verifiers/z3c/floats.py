@@ -15,8 +15,9 @@ a counterexample's inputs are the exact values `replay` copies into the program.
 In the Horn encoding (the clauses Spacer solves) floating point is **abstracted
 away**: every floating-point value is an *opaque* integer term (`FloatType.opaque`)
 that nothing constrains, a fresh one for every constant, operation and conversion
-to a floating type; every comparison (and `!`) is a fresh Boolean; a conversion to
-an integer type is any value of that type (`float_to_int`).  Each execution of the
+to a floating type; every comparison is a fresh Boolean; a conversion to an integer
+type is any value of that type, fresh per conversion (`float_to_int`); a value's truth
+(`if (d)`, `!d`) is its term's (term != 0), which nothing else constrains.  Each execution of the
 program is one of the abstraction's (choose the fresh values as the execution
 computes them), so a proof of the clauses covers the program, while an error they
 reach may be spurious (`Encoding.over_approximate`: only BMC's replayed trace makes
@@ -170,10 +171,13 @@ class FloatsMixin:
     def float_to_int(self, v: Val, t: CType) -> z3.ArithRef:
         """Truncation toward zero; NaN, infinities and out-of-range values are undefined."""
         if v.ctype.opaque or not z3.is_fp(v.expr):  # a variable's opaque value (Horn encoding)
-            if t.is_bool:  # any double's truth value
+            # Any value of `t` (each is the conversion of some double; no others are
+            # defined), fresh per conversion and never the opaque term itself: the term's
+            # truth (`Val.as_bool`: term != 0) must stay free of it (0.5 is true, (int)0.5 is 0)
+            if t.is_bool:
                 return z3.If(z3.FreshBool("fpbool"), z3.IntVal(1), z3.IntVal(0))
-            # any value of `t` is the conversion of some double; no others are defined
-            return z3.If(cint.in_range(v.expr, t), v.expr, z3.IntVal(t.lo))
+            r = self.fresh("fp2int")
+            return z3.If(cint.in_range(r, t), r, z3.IntVal(t.lo))
         x = v.expr
         if t.is_bool:
             return z3.If(z3.fpIsZero(x), z3.IntVal(0), z3.IntVal(1))
@@ -210,7 +214,9 @@ class FloatsMixin:
     def float_unary(self, op: str, v: Val, node: c_ast.Node) -> Val:
         self.need_fp("floating point unsupported", node)
         if self._abstract() and op in ("-", "+", "!"):
-            return Val(z3.FreshBool("fpnot"), self.int_t) if op == "!" else self.opaque_float(v.ctype)
+            if op == "!":  # the opaque term's own truth, as in `if (d)` (`Val.as_bool`)
+                return Val(z3.Not(v.as_bool()), self.int_t)
+            return self.opaque_float(v.ctype)
         if op == "-":
             return Val(z3.fpNeg(v.expr), v.ctype)
         if op == "+":
