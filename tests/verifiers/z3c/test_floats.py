@@ -1,8 +1,9 @@
 """Floating point (`verifiers.z3c.floats`): IEEE binary32/binary64 with C's rounding.
 
-A FALSE is a trace gcc replays, fed the inputs' exact bits (NaN included); a TRUE a
-complete unrolling (floats are outside the Horn encoding) or, for an input double
-only converted to an integer, a Spacer proof.
+A FALSE is a trace gcc replays, fed the inputs' exact bits (NaN included); a TRUE on
+a property of the doubles a complete unrolling (the Horn encoding abstracts them
+away: `test_floats_horn`) or, for an input double only converted to an integer, a
+Spacer proof.
 """
 
 from __future__ import annotations

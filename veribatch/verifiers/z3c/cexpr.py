@@ -63,6 +63,8 @@ def _expr_encoder(ast: c_ast.FileAST, data_model: str, heap: bool = False) -> En
     may read memory (`p->f`, `*p`) from the heap in the loop head's signature."""
     enc = Encoder(ast, mode="chc", data_model=data_model, heap=heap)
     enc.fresh_division = False  # an interpretation has no clause to carry q, r's definitions
+    enc.fresh_bitwise = False  # nor those of `x & y` (`bitabs.and_facts`)
+    enc.abstract_floats = False  # nor any opaque floating-point value
     for ext in ast.ext:  # typedefs used by casts in candidates
         if isinstance(ext, c_ast.Typedef):
             enc.typedefs[ext.name] = ext.type

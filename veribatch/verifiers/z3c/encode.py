@@ -119,6 +119,11 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         # definitions by the constants' names; candidates (`cexpr`) keep `div`/`mod`
         self.fresh_division = mode == "chc"
         self.division_facts: dict[str, z3.BoolRef] = {}
+        # chc mode: `x & y` of two variables as a fresh value, its facts beside the
+        # quotients' (`ExpressionsMixin.bitwise_horn`); off where no clause carries them
+        self.fresh_bitwise = mode == "chc"
+        self.over_approximate = False  # some `x & y` is such a fresh value, or a float (`floats`)
+        self.abstract_floats = mode == "chc"  # floating point as opaque values (`floats`)
         self.bit_level = False  # a bitwise operator was encoded bit by bit (expressions.bitwise)
         self.no_ub: list[z3.BoolRef] = []  # no undefined behaviour (note_defined), search only
         # only encodings with bitwise operators collect `no_ub` for the bit-blasted search
@@ -200,6 +205,7 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
             self.mode, self.preds, self.clauses, self.errors, self.nd_func, self.sites,
             self.cut, self.cut_guards, self.definitions, self.nd_kind, self.nd_bits, self.heap,
             self.bit_level, self.no_ub, bool(self.division_facts),
+            over_approximate=self.over_approximate,
         )
 
     def _with_division_facts(self, clause: Clause) -> Clause:

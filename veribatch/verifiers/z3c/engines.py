@@ -234,6 +234,9 @@ def run_spacer(
     deadline = time.monotonic() + timeout_s + grace
     ans = chc.solve(enc, timeout_ms=int(timeout_s * 1000), global_guidance=global_guidance,
                     nonlinear=nonlinear, seed=seed)
+    if ans.status == "unsafe" and enc.over_approximate:
+        # maybe spurious (`bitabs`, floats): BMC keeps its own schedule (`portfolio`)
+        return {"answer": "unsafe", "over_approximate": True}
     if ans.status != "safe":
         return {"answer": ans.status, "reason": ans.reason}
     assert ans.interps is not None

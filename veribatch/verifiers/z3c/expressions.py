@@ -10,7 +10,7 @@ from __future__ import annotations
 import z3
 from pycparser import c_ast
 
-from veribatch.verifiers.z3c import cint
+from veribatch.verifiers.z3c import bitabs, cint
 from veribatch.verifiers.z3c.cint import CType
 from veribatch.verifiers.z3c.floats import is_float
 from veribatch.verifiers.z3c.ir import BmcOnly, State, Unsupported, Val, Var, base_of, mk_ptr
@@ -364,6 +364,8 @@ class ExpressionsMixin:
                 k = _int_value(y)
                 if k is not None and k >= 0 and (k & (k + 1)) == 0:
                     return Val(x % (k + 1) if k else z3.IntVal(0), t)
+        if op in ("&", "|", "^") and self.mode != "unroll":
+            return Val(self.bitwise_horn(op, ae, be, t, node), t)
         if op in ("&", "|", "^"):
             return Val(self.bitwise(op, (a.as_int(), a.ctype), (b.as_int(), b.ctype), t, node), t)
         raise Unsupported(f"operator {op!r} unsupported", node)
@@ -385,6 +387,26 @@ class ExpressionsMixin:
         self.division_facts[q.decl().name()] = fact
         self.division_facts[r.decl().name()] = fact
         return q, r
+
+    def bitwise_horn(self, op: str, x: z3.ArithRef, y: z3.ArithRef, t: CType,
+                     node: c_ast.Node) -> z3.ArithRef:
+        """`x op y` (both of the common type `t`) in the Horn encoding (`bitabs`).
+
+        Exact when an operand is a constant; otherwise ``x & y`` is a fresh value
+        whose facts (`bitabs.and_facts`) travel with every clause that mentions it,
+        like a quotient's (`quotient`).  Where no clause carries them (a candidate
+        invariant, `cexpr`: ``fresh_division`` off) it is `BmcOnly` as before.
+        """
+        for u, v in ((x, y), (y, x)):
+            k = _int_value(v)
+            if k is not None:
+                return bitabs.combine(op, u, v, bitabs.and_const(u, k))
+        if not self.fresh_bitwise:
+            raise BmcOnly(f"bitwise {op} unsupported", node)
+        a = self.fresh("bitand")
+        self.over_approximate = True
+        self.division_facts[a.decl().name()] = bitabs.and_facts(x, y, a, t)
+        return bitabs.combine(op, x, y, a)
 
     def bitwise(self, op: str, a: tuple[z3.ArithRef, CType], b: tuple[z3.ArithRef, CType],
                 t: CType, node: c_ast.Node) -> z3.ArithRef:

@@ -12,10 +12,20 @@ Inputs (`__VERIFIER_nondet_float/double`, uninitialised locals) are bit patterns
 the nondet value ``ND(i)`` is read as the unsigned integer of the type's bits, so
 a counterexample's inputs are the exact values `replay` copies into the program.
 
-Floating point is encoded for bounded model checking only (`BmcOnly` in the Horn
-encoding), with one exception: an input double used only through a conversion to
-an integer type (`int A = __VERIFIER_nondet_double();`), which can be any value of
-that type, is an ordinary integer input there.  `long double` stays `Unsupported`.
+In the Horn encoding (the clauses Spacer solves) floating point is **abstracted
+away**: every floating-point value is an *opaque* integer term (`FloatType.opaque`)
+that nothing constrains, a fresh one for every constant, operation and conversion
+to a floating type; every comparison is a fresh Boolean; a conversion to an integer
+type is any value of that type, fresh per conversion (`float_to_int`); a value's truth
+(`if (d)`, `!d`) is its term's (term != 0), which nothing else constrains.  Each execution of the
+program is one of the abstraction's (choose the fresh values as the execution
+computes them), so a proof of the clauses covers the program, while an error they
+reach may be spurious (`Encoding.over_approximate`: only BMC's replayed trace makes
+it FALSE).  A property that depends on floating-point values is thus never proved
+in the Horn encoding, only one that holds whatever they are (a double that only
+feeds a `printf`, a loop over doubles beside the asserted integers).  Where no
+clause carries fresh terms (candidate invariants, `cexpr`: ``abstract_floats``
+off) it is `BmcOnly` as before.  `long double` stays `Unsupported`.
 Mixed into `encode.Encoder`.
 """
 
@@ -85,8 +95,25 @@ class FloatsMixin:
     """Floating-point values and operations (part of `encode.Encoder`)."""
 
     def need_fp(self, construct: str, node: c_ast.Node | None) -> None:
-        if self.mode != "unroll":
+        if self.mode != "unroll" and not self.abstract_floats:
             raise BmcOnly(construct, node)
+
+    def _abstract(self) -> bool:
+        """The Horn encoding: floating-point values are opaque (see the module docstring)."""
+        if self.mode == "unroll":
+            return False
+        self.over_approximate = True
+        return True
+
+    def opaque_float(self, t: FloatType) -> Val:
+        """Any value of `t` (Horn encoding): a fresh opaque term."""
+        return Val(self.fresh("fp"), FloatType(t.name, t.width, True, t.rank, t.ebits, t.sbits, True))
+
+    def float_zero(self, t: FloatType) -> z3.ExprRef:
+        """`0.0` of `t` (a static's initial value): opaque in the Horn encoding."""
+        if self._abstract():
+            return self.opaque_float(t).expr
+        return z3.fpToFP(_RNE(), z3.RealVal(0), t.sort())
 
     def float_constant(self, node: c_ast.Constant) -> Val:
         self.need_fp("floating point unsupported", node)
@@ -100,6 +127,8 @@ class FloatsMixin:
             q = Fraction(float.fromhex(text)) if text.startswith("0x") else Fraction(text)
         except ValueError as exc:
             raise Unsupported(f"floating constant {node.value} unsupported", node) from exc
+        if self._abstract():
+            return self.opaque_float(t)
         return Val(z3.simplify(z3.fpToFP(_RNE(), z3.RealVal(q), t.sort())), t)
 
     def float_nondet(self, state: State, t: FloatType, tag: str) -> tuple[State, Val]:
@@ -118,9 +147,11 @@ class FloatsMixin:
     def to_float(self, v: Val, t: FloatType, node: c_ast.Node) -> z3.FPRef:
         """`v` converted to `t` (C 6.3.1.4/6.3.1.5: round to nearest-even)."""
         self.need_fp("floating point unsupported", node)
+        if self._abstract():
+            if isinstance(v.ctype, FloatType) and (v.ctype.ebits, v.ctype.sbits) == (t.ebits, t.sbits):
+                return v.expr  # the same value
+            return self.opaque_float(t).expr
         if isinstance(v.ctype, FloatType):
-            if v.ctype.opaque:  # pragma: no cover - opaque values exist in the Horn encoding only
-                raise Unsupported("floating point unsupported", node)
             if (v.ctype.ebits, v.ctype.sbits) == (t.ebits, t.sbits):
                 return v.expr
             return z3.fpToFP(_RNE(), v.expr, t.sort())
@@ -139,9 +170,14 @@ class FloatsMixin:
 
     def float_to_int(self, v: Val, t: CType) -> z3.ArithRef:
         """Truncation toward zero; NaN, infinities and out-of-range values are undefined."""
-        if v.ctype.opaque:
-            # any value of `t` is the conversion of some double; no others are defined
-            return z3.If(cint.in_range(v.expr, t), v.expr, z3.IntVal(t.lo))
+        if v.ctype.opaque or not z3.is_fp(v.expr):  # a variable's opaque value (Horn encoding)
+            # Any value of `t` (each is the conversion of some double; no others are
+            # defined), fresh per conversion and never the opaque term itself: the term's
+            # truth (`Val.as_bool`: term != 0) must stay free of it (0.5 is true, (int)0.5 is 0)
+            if t.is_bool:
+                return z3.If(z3.FreshBool("fpbool"), z3.IntVal(1), z3.IntVal(0))
+            r = self.fresh("fp2int")
+            return z3.If(cint.in_range(r, t), r, z3.IntVal(t.lo))
         x = v.expr
         if t.is_bool:
             return z3.If(z3.fpIsZero(x), z3.IntVal(0), z3.IntVal(1))
@@ -158,6 +194,12 @@ class FloatsMixin:
         fa = a.ctype if is_float(a) else None
         fb = b.ctype if is_float(b) else None
         t = DOUBLE if DOUBLE in (fa, fb) or (fa and fa.width == 64) or (fb and fb.width == 64) else FLOAT
+        if self._abstract():
+            if op in ("+", "-", "*", "/"):
+                return self.opaque_float(t)
+            if op in ("<", "<=", ">", ">=", "==", "!="):
+                return Val(z3.FreshBool("fpcmp"), self.int_t)
+            raise Unsupported(f"operator {op!r} on floating point unsupported", node)
         x, y = self.to_float(a, t, node), self.to_float(b, t, node)
         if op in ("+", "-", "*", "/"):
             f = {"+": z3.fpAdd, "-": z3.fpSub, "*": z3.fpMul, "/": z3.fpDiv}[op]
@@ -171,6 +213,10 @@ class FloatsMixin:
 
     def float_unary(self, op: str, v: Val, node: c_ast.Node) -> Val:
         self.need_fp("floating point unsupported", node)
+        if self._abstract() and op in ("-", "+", "!"):
+            if op == "!":  # the opaque term's own truth, as in `if (d)` (`Val.as_bool`)
+                return Val(z3.Not(v.as_bool()), self.int_t)
+            return self.opaque_float(v.ctype)
         if op == "-":
             return Val(z3.fpNeg(v.expr), v.ctype)
         if op == "+":

@@ -204,3 +204,6 @@ class Encoding:
     bit_level: bool = False  # unroll mode: some `&`/`|`/`^` is encoded bit by bit
     no_ub: list[z3.BoolRef] = field(default_factory=list)  # unroll mode: no undefined behaviour
     fresh_divisions: bool = False  # chc mode: some `/`/`%` by a variable is a fresh q, r
+    # chc mode: the clauses admit more executions than the program (`bitabs`: `x & y` of two
+    # variables), so an error Spacer finds reachable may be spurious
+    over_approximate: bool = False

@@ -216,7 +216,7 @@ class MemoryMixin:
                 state, fv = self.float_nondet(state, t, decl.name)
                 value = fv.expr
             else:
-                value = z3.fpToFP(z3.RNE(), z3.RealVal(0), t.sort())
+                value = self.float_zero(t)
         elif nondet:
             state, value = self.nondet(state, t, decl.name)
         else:
