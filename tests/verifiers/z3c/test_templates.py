@@ -142,3 +142,73 @@ def test_templates_round_follows_the_clauses():
     assert not templates.nonlinear(engines.spacer_program(linear)[1])
     assert portfolio._templates_round(linear, "ILP32", engines.MEMBERS) == 2
     assert portfolio._templates_round(EGCD, "ILP32", engines.MEMBERS) == 0
+
+
+# Cohen's consecutive cubes with an input bound (InvBench's cohencu-ll_valuebound family):
+# z == 6n + 6 and y == 3n^2 + 3n + 1 hold throughout, and the exit pins n to a + 1, which
+# only the difference bound n - a <= 1 says.  UNSAFE_COHENCU's constant is off by 2.
+COHENCU = """extern void reach_error(void); extern unsigned short __VERIFIER_nondet_ushort(void);
+int main() {
+  int a = __VERIFIER_nondet_ushort(); long long n = 0, x = 0, y = 1, z = 6;
+  if (a > 100) return 0;
+  while (n <= a) { n = n + 1; x = x + y; y = y + z; z = z + 6; }
+  if (a * z - 6 * a - 2 * y + 2 * z - 10 != 0) reach_error();
+  return 0;
+}
+"""
+UNSAFE_COHENCU = COHENCU.replace("2 * z - 10", "2 * z - 8")
+
+
+def test_equalities_leave_out_what_the_lower_degrees_generate():
+    # y == x*x on every sample: x*y == x^3 and y*y == x*x*y hold too, but follow from it
+    x, y = z3.Ints("x y")
+    found = templates.equalities([(v, v * v) for v in range(-10, 11)], [x, y])
+    assert len(found) == 1, found
+    s = z3.Solver()
+    s.add(z3.Not(z3.Implies(y == x * x, found[0])), z3.Not(z3.Implies(found[0], y == x * x)))
+    assert s.check() == z3.unsat, found
+
+
+def test_deep_runs_reach_past_the_breadth_first_states():
+    _, enc = engines.spacer_program(COHENCU)
+    states = templates.reachable_states(enc, seed=0)
+    [pred] = [p for p in enc.preds if p.label == 1]
+    n = next(i for i, v in enumerate(pred.sig) if v.uid.split("@")[0] == "n")
+    assert max(st[n].as_long() for st in states[pred.decl.name()]) >= 20
+
+
+def test_templates_alone_prove_cohencu_with_the_exit_bound_and_not_its_unsafe_twin():
+    _, enc = engines.spacer_program(COHENCU)
+    [pred] = [p for p in enc.preds if p.label == 1]
+    idx = {v.uid.split("@")[0]: i for i, v in enumerate(pred.sig)}
+    states = templates.reachable_states(enc, seed=0)
+    bound = z3.Var(idx["n"], z3.IntSort()) - z3.Var(idx["a"], z3.IntSort()) <= 1
+    assert any(f.eq(bound) for f in templates.candidates(enc, states)[pred.decl.name()])
+    got = portfolio.run_member_safely("templates", COHENCU, 20.0, "ILP32", recheck_grace_s=10.0)
+    assert got["answer"] == "safe" and got["proof"] == "templates", got
+    bad = portfolio.run_member_safely("templates", UNSAFE_COHENCU, 8.0, "ILP32")
+    assert bad["answer"] != "safe", bad
+    res = api.verify(UNSAFE_COHENCU, 30, in_process=True)
+    assert res.status is Status.FALSE, (res.status, res.reason)
+
+
+def test_bmc_gets_a_longer_slice_on_clauses_with_products():
+    # every loop bounded by 5 iterations in all (InvBench's `_unwindbound5`): a complete
+    # unrolling proves it, within BMC's first slice whatever the load
+    text = """extern void reach_error(void); extern int __VERIFIER_nondet_int(void);
+int counter = 0;
+int main() {
+  int x = __VERIFIER_nondet_int(); long long s = 0, i = 0;
+  if (x < 0 || x > 1000) return 0;
+  while (counter++ < 5) { s = s + x * i; i = i + 1; }
+  if (s < 0) reach_error();
+  return 0;
+}
+"""
+    res = api.verify(text, 30, in_process=True)
+    assert res.status is Status.TRUE, (res.status, res.reason)
+    bmc = [e for e in res.extras["portfolio"] if e["member"] == "bmc"]
+    assert bmc[0]["slice_s"] == portfolio.BMC_SLICE_POLY_S
+    linear = text.replace("x * i", "x")
+    got = api.verify(linear, 30, in_process=True).extras["portfolio"]
+    assert [e["slice_s"] for e in got if e["member"] == "bmc"][:1] in ([], [0.5])
