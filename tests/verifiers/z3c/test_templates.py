@@ -212,3 +212,28 @@ int main() {
     linear = text.replace("x * i", "x")
     got = api.verify(linear, 30, in_process=True).extras["portfolio"]
     assert [e["slice_s"] for e in got if e["member"] == "bmc"][:1] in ([], [0.5])
+
+
+def test_validate_decides_linear_conjuncts_under_the_linear_hypotheses_alone(monkeypatch):
+    _, enc = engines.spacer_program(COHENCU)
+    [pred] = [p for p in enc.preds if p.label == 1]
+    v = {s.uid.split("@")[0]: z3.Var(i, z3.IntSort()) for i, s in enumerate(pred.sig)}
+    a, n, y, zz = v["a"], v["n"], v["y"], v["z"]
+    inv = [zz == 6 * n + 6, y == 3 * n * n + 3 * n + 1, n >= 0, a >= 0, a <= 100]
+    full: list[z3.BoolRef] = []  # the goals checked with every (some non-linear) hypothesis
+    real = chc.check_arith
+
+    def counting(assertions, budget, share=False):
+        if not chc.is_linear(*assertions[:-1]):
+            full.append(assertions[-1])
+        return real(assertions, budget, share=share)
+
+    monkeypatch.setattr(chc, "check_arith", counting)
+    ok, why = chc.validate(enc, {pred.decl.name(): z3.And(*inv, n - a <= 1)})
+    assert ok is True, why
+    # the bounds and z == 6n + 6 needed no non-linear query; y's equality and safety did
+    linear_goals = [g for g in full if chc.is_linear(g) and not z3.is_false(g.arg(0))]
+    assert linear_goals == [], linear_goals
+    # a linear conjunct that is not inductive is still refuted (n reaches a + 1)
+    ok, why = chc.validate(enc, {pred.decl.name(): z3.And(*inv, n - a <= 0)})
+    assert ok is False, why
