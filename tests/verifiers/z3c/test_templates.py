@@ -142,3 +142,100 @@ def test_templates_round_follows_the_clauses():
     assert not templates.nonlinear(engines.spacer_program(linear)[1])
     assert portfolio._templates_round(linear, "ILP32", engines.MEMBERS) == 2
     assert portfolio._templates_round(EGCD, "ILP32", engines.MEMBERS) == 0
+
+
+# Cohen's consecutive cubes with an input bound (InvBench's cohencu-ll_valuebound family):
+# z == 6n + 6 and y == 3n^2 + 3n + 1 hold throughout, and the exit pins n to a + 1, which
+# only the difference bound n - a <= 1 says.  UNSAFE_COHENCU's constant is off by 2.
+COHENCU = """extern void reach_error(void); extern unsigned short __VERIFIER_nondet_ushort(void);
+int main() {
+  int a = __VERIFIER_nondet_ushort(); long long n = 0, x = 0, y = 1, z = 6;
+  if (a > 100) return 0;
+  while (n <= a) { n = n + 1; x = x + y; y = y + z; z = z + 6; }
+  if (a * z - 6 * a - 2 * y + 2 * z - 10 != 0) reach_error();
+  return 0;
+}
+"""
+UNSAFE_COHENCU = COHENCU.replace("2 * z - 10", "2 * z - 8")
+
+
+def test_equalities_leave_out_what_the_lower_degrees_generate():
+    # y == x*x on every sample: x*y == x^3 and y*y == x*x*y hold too, but follow from it
+    x, y = z3.Ints("x y")
+    found = templates.equalities([(v, v * v) for v in range(-10, 11)], [x, y])
+    assert len(found) == 1, found
+    s = z3.Solver()
+    s.add(z3.Not(z3.Implies(y == x * x, found[0])), z3.Not(z3.Implies(found[0], y == x * x)))
+    assert s.check() == z3.unsat, found
+
+
+def test_deep_runs_reach_past_the_breadth_first_states():
+    _, enc = engines.spacer_program(COHENCU)
+    states = templates.reachable_states(enc, seed=0)
+    [pred] = [p for p in enc.preds if p.label == 1]
+    n = next(i for i, v in enumerate(pred.sig) if v.uid.split("@")[0] == "n")
+    assert max(st[n].as_long() for st in states[pred.decl.name()]) >= 20
+
+
+def test_templates_alone_prove_cohencu_with_the_exit_bound_and_not_its_unsafe_twin():
+    _, enc = engines.spacer_program(COHENCU)
+    [pred] = [p for p in enc.preds if p.label == 1]
+    idx = {v.uid.split("@")[0]: i for i, v in enumerate(pred.sig)}
+    states = templates.reachable_states(enc, seed=0)
+    bound = z3.Var(idx["n"], z3.IntSort()) - z3.Var(idx["a"], z3.IntSort()) <= 1
+    assert any(f.eq(bound) for f in templates.candidates(enc, states)[pred.decl.name()])
+    got = portfolio.run_member_safely("templates", COHENCU, 20.0, "ILP32", recheck_grace_s=10.0)
+    assert got["answer"] == "safe" and got["proof"] == "templates", got
+    bad = portfolio.run_member_safely("templates", UNSAFE_COHENCU, 8.0, "ILP32")
+    assert bad["answer"] != "safe", bad
+    res = api.verify(UNSAFE_COHENCU, 30, in_process=True)
+    assert res.status is Status.FALSE, (res.status, res.reason)
+
+
+def test_bmc_gets_a_longer_slice_on_clauses_with_products():
+    # every loop bounded by 5 iterations in all (InvBench's `_unwindbound5`): a complete
+    # unrolling proves it, within BMC's first slice whatever the load
+    text = """extern void reach_error(void); extern int __VERIFIER_nondet_int(void);
+int counter = 0;
+int main() {
+  int x = __VERIFIER_nondet_int(); long long s = 0, i = 0;
+  if (x < 0 || x > 1000) return 0;
+  while (counter++ < 5) { s = s + x * i; i = i + 1; }
+  if (s < 0) reach_error();
+  return 0;
+}
+"""
+    # (Spacer proves this one now and then: the members that schedule BMC's slice only)
+    members = ("bmc", "templates")
+    res = portfolio.verify_text(text, 30, members=members, in_process=True)
+    assert res.status == "TRUE", (res.status, res.reason)
+    assert res.extras["portfolio"][0]["member"] == "bmc"
+    assert res.extras["portfolio"][0]["slice_s"] == portfolio.BMC_SLICE_POLY_S
+    linear = portfolio.verify_text(text.replace("x * i", "x"), 30, members=members,
+                                   in_process=True)
+    assert linear.extras["portfolio"][0]["slice_s"] == 0.5
+
+
+def test_validate_decides_linear_conjuncts_under_the_linear_hypotheses_alone(monkeypatch):
+    _, enc = engines.spacer_program(COHENCU)
+    [pred] = [p for p in enc.preds if p.label == 1]
+    v = {s.uid.split("@")[0]: z3.Var(i, z3.IntSort()) for i, s in enumerate(pred.sig)}
+    a, n, y, zz = v["a"], v["n"], v["y"], v["z"]
+    inv = [zz == 6 * n + 6, y == 3 * n * n + 3 * n + 1, n >= 0, a >= 0, a <= 100]
+    full: list[z3.BoolRef] = []  # the goals checked with every (some non-linear) hypothesis
+    real = chc.check_arith
+
+    def counting(assertions, budget, share=False):
+        if not chc.is_linear(*assertions[:-1]):
+            full.append(assertions[-1])
+        return real(assertions, budget, share=share)
+
+    monkeypatch.setattr(chc, "check_arith", counting)
+    ok, why = chc.validate(enc, {pred.decl.name(): z3.And(*inv, n - a <= 1)})
+    assert ok is True, why
+    # the bounds and z == 6n + 6 needed no non-linear query; y's equality and safety did
+    linear_goals = [g for g in full if chc.is_linear(g) and not z3.is_false(g.arg(0))]
+    assert linear_goals == [], linear_goals
+    # a linear conjunct that is not inductive is still refuted (n reaches a + 1)
+    ok, why = chc.validate(enc, {pred.decl.name(): z3.And(*inv, n - a <= 0)})
+    assert ok is False, why

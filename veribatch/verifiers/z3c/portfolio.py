@@ -287,6 +287,7 @@ def verify_text(
     elif "bmc" in members and _over_approximate(text, data_model):
         members = ("bmc", *(m for m in members if m != "bmc"))
     first_round = _templates_round(text, data_model, members)
+    poly = "templates" in members and first_round == TEMPLATES_ROUND_POLY
     log: list[dict[str, Any]] = []
     active = list(members)
     reasons: dict[str, str] = {}
@@ -312,6 +313,8 @@ def verify_text(
                 slice_s = min(left, base * (2**rnd))
                 if unsafe_hint and member == "bmc":
                     slice_s = left
+                elif member == "bmc" and poly:
+                    slice_s = min(left, max(slice_s, BMC_SLICE_POLY_S))
                 if member == "templates":
                     if rnd < first_round:
                         continue
@@ -391,6 +394,11 @@ def verify_text(
 
 TEMPLATES_ROUND_POLY = 0  # the round the templates member first runs in: clauses with products,
 TEMPLATES_ROUND_LINEAR = 2  # and without
+# BMC's slices on clauses with products are at least this long: Spacer rarely proves those,
+# and when the loops are bounded (InvBench's `_unwindbound`/`_valuebound` variants) a
+# complete unrolling is the other proof; 0.5 s reached it at load 1, not at load 5
+# (egcd2-ll_unwindbound5_2: depth 7, 0.5-1 s; cohencu-ll_valuebound100_8: depth 127)
+BMC_SLICE_POLY_S = 2.0
 
 
 def _templates_slice(timeout_s: float) -> float:

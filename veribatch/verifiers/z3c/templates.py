@@ -28,6 +28,7 @@ time, never a verdict.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -43,6 +44,10 @@ from veribatch.verifiers.z3c.summaries import without_summaries
 
 MAX_STATES = 300  # samples kept per predicate
 MAX_STEPS = 2000  # concrete clause executions per query
+DEEP_RUNS = 4  # long runs after the breadth-first sampling (`reachable_states`),
+DEEP_LENGTH = 60  # each at most this many clause executions,
+DEEP_STATES = 120  # adding at most this many states per predicate
+MAX_GAP = 2  # difference bounds v - w <= c are guessed for |c| up to this (`bounds`)
 INIT_RUNS = 20  # input draws per init clause and round
 INPUT_RANGES = (3, 10, 40, 300)  # random inputs are drawn from [-R, R] for one of these R
 MAX_MONOMIALS = 120
@@ -87,6 +92,7 @@ def reachable_states(
     steps = 0
 
     solvers: dict[int, tuple[z3.Solver, list[z3.ArithRef]]] = {}
+    ground: dict[int, tuple[_Substitution | None, list[z3.ExprRef]]] = {}
 
     def run(c: Clause, fixed: list[z3.BoolRef], tries: int) -> None:
         """Execute clause `c` from the state `fixed` pins its body to, `tries` input draws."""
@@ -123,9 +129,11 @@ def reachable_states(
             if res != z3.sat:
                 break
 
+    cap = MAX_STATES
+
     def add(name: str, head: tuple[z3.ExprRef, ...]) -> None:
-        key = tuple(str(v) for v in head)
-        if key not in seen[name] and len(states[name]) < MAX_STATES:
+        key = tuple(v.sexpr() for v in head)
+        if key not in seen[name] and len(states[name]) < cap:
             seen[name].add(key)
             states[name].append(head)
             queue.append((name, head))
@@ -135,17 +143,20 @@ def reachable_states(
         it reads one (then `run` draws it)."""
         nonlocal steps
         assert c.head is not None
-        args = app.children()
-        if not all(z3.is_const(a) for a in args):
+        if id(c) not in ground:
+            args = app.children()
+            ground[id(c)] = (_Substitution(args) if all(z3.is_const(a) for a in args) else None,
+                             c.head.children())
+        sub, head_args = ground[id(c)]
+        if sub is None:
             return False
-        pairs = list(zip(args, values, strict=True))
-        cond = z3.simplify(z3.substitute(c.constraint, *pairs))
+        cond = sub.apply(c.constraint, values)
         if z3.is_false(cond):
             steps += 1
             return True
         if not z3.is_true(cond):
             return False
-        head = tuple(z3.simplify(z3.substitute(a, *pairs)) for a in c.head.children())
+        head = tuple(sub.apply(a, values) for a in head_args)
         if not all(z3.is_int_value(v) or z3.is_true(v) or z3.is_false(v) for v in head):
             return False
         steps += 1
@@ -175,7 +186,40 @@ def reachable_states(
                     run(c, [a == v for a, v in zip(app.children(), values, strict=True)], 2)
         if sum(map(len, states.values())) == before or enough():
             break
+    # Deep runs: breadth first from many inputs, every loop counter stays small (cohencu's
+    # n <= 4 among 168 states), and a polynomial in it of a higher degree vanishes on all of
+    # them by chance; each such guess costs Houdini a non-linear query it may not decide.
+    # A few long runs from the states with the largest values add the missing depth.
+    cap = MAX_STATES + DEEP_STATES
+    starts = sorted(queue, key=lambda q: -sum(abs(_int_value(v) or 0) for v in q[1]))
+    for name, values in starts[:DEEP_RUNS]:
+        for _ in range(DEEP_LENGTH):
+            if deadline is not None and time.monotonic() > deadline:
+                return states
+            before_q = len(queue)
+            for c in by_body.get(name, []):
+                app = c.body[0]
+                if not step_ground(c, app, values):
+                    run(c, [a == v for a, v in zip(app.children(), values, strict=True)], 1)
+            if len(queue) == before_q:
+                break
+            name, values = queue[rng.randrange(before_q, len(queue))]
     return states
+
+
+class _Substitution:
+    """`z3.substitute` of fixed constants, through the C API: the Python wrapper checks every
+    pair's sorts on each call, which was most of the sampling time (egcd: 2.6 of 7 s)."""
+
+    def __init__(self, consts: Sequence[z3.ExprRef]) -> None:
+        self.ctx = consts[0].ctx if consts else z3.main_ctx()
+        self.n = len(consts)
+        self.src = (z3.Ast * self.n)(*[a.as_ast() for a in consts])
+
+    def apply(self, e: z3.ExprRef, values: Sequence[z3.ExprRef]) -> z3.ExprRef:
+        dst = (z3.Ast * self.n)(*[v.as_ast() for v in values])
+        got = z3.Z3_substitute(self.ctx.ref(), e.as_ast(), self.n, self.src, dst)
+        return z3.simplify(z3.z3._to_expr_ref(got, self.ctx))
 
 
 def _enough(decl: z3.FuncDeclRef) -> int:
@@ -263,7 +307,7 @@ def equalities(samples: Sequence[Sequence[int]], args: Sequence[z3.ArithRef],
     rows = [[math.prod(v**e for v, e in zip(s, mono, strict=True)) for mono in monos]
             for s in distinct]
     out: list[z3.BoolRef] = []
-    for vec in _null_space(rows, len(monos)):
+    for vec in _new_by_degree(rows, monos, n, degree):
         if max_terms is not None and sum(1 for x in vec if x) > max_terms:
             continue
         terms = []
@@ -274,6 +318,63 @@ def equalities(samples: Sequence[Sequence[int]], args: Sequence[z3.ArithRef],
                              else z3.IntVal(coef))
         out.append(z3.simplify(z3.Sum(*terms) == 0))
     return out
+
+
+def _new_by_degree(rows: list[list[int]], monos: list[tuple[int, ...]], n: int,
+                   degree: int) -> list[list[int]]:
+    """A basis of the samples' relations up to `degree`, lowest degree first, without the
+    ones the lower degrees generate (a relation p times 1 or a variable).
+
+    At degree 3 the null space also holds v*p and the sums of such products for every
+    degree-2 relation p: all implied by p, but each a non-linear query for Houdini and a
+    conjunct for `chc.validate` (cohencu: 3.7 s of Houdini for three such cubics).
+    """
+    index = {m: i for i, m in enumerate(monos)}
+    out: list[list[int]] = []
+    span: list[tuple[int, list[int]]] = []  # echelon rows of what is already said
+    lower: list[list[int]] = []  # the relations of degree < d found so far, all of them
+    for d in range(1, degree + 1):
+        cols = [i for i, m in enumerate(monos) if sum(m) <= d]
+        basis = _null_space([[r[i] for i in cols] for r in rows], len(cols))
+        for vec in lower:  # products of the lower relations with 1 and each variable
+            for j in range(-1, n):
+                prod = [0] * len(monos)
+                for i, c in enumerate(vec):
+                    if c:
+                        m = list(monos[i])
+                        if j >= 0:
+                            m[j] += 1
+                        if sum(m) > d:
+                            break
+                        prod[index[tuple(m)]] = c
+                else:
+                    _echelon_add(span, prod)
+        lower = []
+        for small in basis:
+            vec = [0] * len(monos)
+            for i, c in zip(cols, small, strict=True):
+                vec[i] = c
+            lower.append(vec)
+            if _echelon_add(span, vec):
+                out.append(vec)
+    return out
+
+
+def _echelon_add(span: list[tuple[int, list[int]]], vec: list[int]) -> bool:
+    """Add `vec` to the echelon rows `span` (fraction-free); False when already in their span."""
+    r = list(vec)
+    for col, prow in span:
+        if r[col]:
+            a, b = prow[col], r[col]
+            r = [a * x - b * y for x, y in zip(r, prow, strict=True)]
+            g = math.gcd(*r)
+            if g > 1:
+                r = [x // g for x in r]
+    col = next((j for j, x in enumerate(r) if x), None)
+    if col is None:
+        return False
+    span.append((col, r))
+    return True
 
 
 def bounds(samples: Sequence[Sequence[int]], args: Sequence[z3.ArithRef]) -> list[z3.BoolRef]:
@@ -288,7 +389,36 @@ def bounds(samples: Sequence[Sequence[int]], args: Sequence[z3.ArithRef]) -> lis
     for i, j in itertools.permutations(range(len(args)), 2):
         if all(x >= y for x, y in zip(cols[i], cols[j], strict=True)):
             out.append(args[i] >= args[j])
+        # v - w <= c: a loop's exit pins its counter to the bound (cohencu's n <= a + 1,
+        # which with n > a at the exit gives n == a + 1; v >= w alone cannot say it); only
+        # small c, as loop guards and their steps give (all pairs: 90 more conjuncts for
+        # egcd's 10 variables, 2 s more of Houdini)
+        gap = max(x - y for x, y in zip(cols[i], cols[j], strict=True))
+        if 0 < abs(gap) <= MAX_GAP and len(set(cols[i])) > 1 and len(set(cols[j])) > 1:
+            out.append(args[i] - args[j] <= gap)
     return out
+
+
+def _key(e: z3.ExprRef) -> str:
+    """A polynomial equality's left side minus its right, in sum-of-monomials normal form."""
+    t = z3.simplify(e.arg(0) - e.arg(1), som=True)
+    return " ".join(sorted(x.sexpr() for x in (t.children() if z3.is_add(t) else [t])))
+
+
+def _without_multiples(eqs: list[z3.BoolRef]) -> list[z3.BoolRef]:
+    """`eqs` less the products of another one with a factor.
+
+    The null space at degree 3 holds v*p == 0 beside p == 0 for every degree-2 invariant
+    p == 0; Z3's simplifier factors those into ``Or(v == 0, p == 0)``, implied by p == 0,
+    which only cost Houdini non-linear queries and `chc.validate` time (cohencu: 4 s).
+    """
+    plain = set()
+    for e in eqs:
+        if z3.is_eq(e):
+            plain.add(_key(e))
+            plain.add(_key(e.arg(1) == e.arg(0)))
+    return [e for e in eqs
+            if not (z3.is_or(e) and any(z3.is_eq(d) and _key(d) in plain for d in e.children()))]
 
 
 def candidates(enc: Encoding, states: dict[str, list[tuple[z3.ExprRef, ...]]],
@@ -309,7 +439,7 @@ def candidates(enc: Encoding, states: dict[str, list[tuple[z3.ExprRef, ...]]],
         args = [z3.Var(i, z3.IntSort()) for i in idx]
         eqs = equalities([[r[k] for k in varying] for r in rows], [args[k] for k in varying],
                          max_terms=max_terms)
-        out[name] = [e for e in eqs if not z3.is_true(e)] + bounds(rows, args)
+        out[name] = _without_multiples([e for e in eqs if not z3.is_true(e)]) + bounds(rows, args)
     return out
 
 
@@ -525,11 +655,18 @@ def _prove_with(
 ) -> tuple[Proof | None, str]:
     """The inductive `found` alone, else Spacer on the clauses it strengthens."""
     interps = found.interps
-    ok, why = chc.validate(enc, interps, timeout_ms=5000, deadline=deadline)
-    if ok is True:
+    # Safety first (cheap): only an invariant that excludes the errors is worth the whole
+    # re-check, which, past `deadline` by `recheck_s`, may then take what a proof's may
+    # (training 3624_2: 38 conjuncts, 7 s to re-check at load 4)
+    errors = dataclasses.replace(enc, clauses=[c for c in enc.clauses if c.head is None])
+    safe, why = chc.validate(errors, interps, timeout_ms=5000, deadline=deadline)
+    if safe is True:
         if on_proof is not None:
             on_proof()
-        return Proof(interps, "templates", found), ""
+        ok, why = chc.validate(enc, interps, timeout_ms=5000,
+                               deadline=max(deadline, time.monotonic()) + recheck_s)
+        if ok is True:
+            return Proof(interps, "templates", found), ""
     if not found.equalities:
         return None, "templates: no equality is inductive (bounds alone: Spacer's own business)"
     strong = strengthen(enc, interps)
