@@ -260,26 +260,19 @@ def _unsat_quickly(assertions: list[z3.BoolRef], budget_ms: Callable[[], int]) -
     return s.check() == z3.unsat
 
 
-_NONLINEAR_OPS = (z3.Z3_OP_MUL, z3.Z3_OP_IDIV, z3.Z3_OP_MOD, z3.Z3_OP_POWER, z3.Z3_OP_DIV)
+_LINEAR = z3.Probe("is-lira")  # linear integer/real arithmetic (Booleans, ite), no arrays
+_QUANTIFIED = z3.Probe("has-quantifiers")
 
 
 def is_linear(*roots: z3.ExprRef) -> bool:
-    """No product, quotient or remainder of two non-constant terms, no quantifier, no array."""
-    seen: set[int] = set()
-    stack = list(roots)
-    while stack:
-        e = stack.pop()
-        if e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
-        if z3.is_quantifier(e) or z3.is_array(e) or z3.is_select(e):
-            return False
-        if (z3.is_app(e) and e.decl().kind() in _NONLINEAR_OPS
-                and sum(not z3.is_int_value(x) for x in e.children()) >= 2):
-            return False
-        if z3.is_app(e):
-            stack.extend(e.children())
-    return True
+    """No product, quotient or remainder of two non-constant terms, no quantifier, no array.
+
+    By Z3's own probes, one call into C per query: a walk over the terms through the
+    Python API cost `validate` more than the linear-first check saved on the quick
+    programs (about 40 ms a program, 2,500 calls on 30 quick training programs)."""
+    g = z3.Goal()
+    g.add(*roots)
+    return _LINEAR(g) == 1.0 and _QUANTIFIED(g) == 0.0
 
 
 def _conjuncts(e: z3.BoolRef) -> list[z3.BoolRef]:
