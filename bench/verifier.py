@@ -42,6 +42,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 REPO = Path(os.environ.get("VERIBATCH_BENCH_REPO") or HERE).resolve()
 sys.path.insert(0, str(REPO))
+# The verifier runs in a fork server started as `python -m`, which imports from its cwd
+# and then PYTHONPATH before the installed package: both must name the checkout measured,
+# or an older checkout's figures are the installed code's.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 from veribatch.verifiers import cfront  # noqa: E402
 from veribatch.verifiers.base import Query  # noqa: E402
@@ -290,6 +295,9 @@ def main() -> int:
 
     verifier_against.add_arguments(ap)
     args = ap.parse_args()
+    if args.json:
+        args.json = str(Path(args.json).resolve())
+    os.chdir(REPO)  # the fork server's `python -m` puts its cwd first on sys.path
     if args.against:
         return verifier_against.compare(args.sample or 12, args.seed, args.timeout, args.against_timeout,
                                         args.against, args.json)
