@@ -316,3 +316,18 @@ def assert_memory_certificate(res, name: str, expected: str) -> None:  # noqa: A
         assert res.extras["proof_checked"] is True and res.extras["assumes"] == HEAP_ASSUMPTION
     else:
         assert res.extras["proof"] == "complete-unrolling"
+
+
+def assert_never_true(text: str, label: str) -> None:
+    """An unsafe program whose Horn clauses over-approximate it (bit-wise `x & y`, opaque
+    doubles): the abstraction may admit spurious error paths, never hide a real one, so
+    Spacer must not call the clauses safe and the portfolio answers FALSE (gcc replays the
+    trace), UNKNOWN or TIMEOUT — never TRUE."""
+    from veribatch.verifiers.z3c import api, chc
+    from veribatch.verifiers.z3c.encode import encode
+    from veribatch.verifiers.z3c.engines import parsed
+
+    ans = chc.solve(encode(parsed(text), mode="chc"), timeout_ms=30_000)
+    assert ans.status != "safe", label
+    res = api.verify(text, 20, in_process=True)
+    assert res.status.value in ("FALSE", "UNKNOWN", "TIMEOUT"), (label, res.status, res.reason)
