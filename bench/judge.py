@@ -24,15 +24,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from veribatch.tasks.refute import data  # noqa: E402
+from veribatch.tasks.refute.counterexample import JudgeLimits, judge_input  # noqa: E402
 from veribatch.tasks.refute.problem import program, solutions  # noqa: E402
-from veribatch.verifiers.judge import (  # noqa: E402
-    STATS,
-    JudgeLimits,
-    Program,
-    detect_sandbox,
-    judge_input,
-    run_program,
-)
+from veribatch.verifiers.judge import STATS, Program, detect_sandbox, run_program  # noqa: E402
 
 
 def sandbox_overhead(repeat: int, cache: Path, work: Path) -> None:

@@ -36,7 +36,12 @@ def test_the_layering_holds() -> None:
     ("aggregate/regress.py", "    from veribatch.tasks.base import RunConfig  # noqa\n",
      "aggregate reads only files"),
     # a verifier knows no engine
-    ("verifiers/result.py", "    import veribatch.inference.types  # noqa\n", "launch uses aggregate"),
+    ("verifiers/result.py", "    import veribatch.inference.types  # noqa\n", "launch hosts the tasks"),
+    # a benchmark's stages never reach up into the CLI host (only its cli.py may)
+    ("tasks/invbench/stages.py", "    from veribatch.launch import plan  # noqa\n", "launch hosts the tasks"),
+    # a benchmark's tables read files: no verifier, even lazily
+    ("tasks/refute/tables.py", "    from veribatch.verifiers import registry  # noqa\n",
+     "a benchmark's tables read only files"),
     # one benchmark never imports another
     ("tasks/refute/answer.py", "    from veribatch.tasks.invbench import answer  # noqa\n",
      "a benchmark never imports another"),

@@ -222,8 +222,8 @@ def _held_mb(output: str) -> int:
 
 
 def drive(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    from veribatch.tasks.refute.counterexample import JudgeLimits, run_generator
     from veribatch.verifiers.judge import Program, detect_sandbox, run_program
-    from veribatch.verifiers.judge.counterexample import JudgeLimits, run_generator
 
     marker = spec["marker"]
     work = Path(spec["work"])
@@ -431,13 +431,13 @@ def drive_round2(spec: dict[str, Any], work: Path, cache: Path, box: Any, *,
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import escape_attacks as A  # type: ignore[import-not-found]
 
-    from veribatch.verifiers.judge import run_program
-    from veribatch.verifiers.judge.counterexample import (
+    from veribatch.tasks.refute.counterexample import (
         JudgeLimits,
         Solutions,
         judge_input,
         run_generator,
     )
+    from veribatch.verifiers.judge import run_program
 
     attempt = attempt_fn
 

@@ -136,10 +136,10 @@ def check_aggregate_module(name: str) -> None:
     if name in NO_TABLES:
         return
     try:
-        module = importlib.import_module(f"veribatch.aggregate.{name}")
+        module = importlib.import_module(f"veribatch.tasks.{name}.tables")
     except ModuleNotFoundError:
-        raise AssertionError(f"no veribatch/aggregate/{name}.py (build_tables)") from None
-    assert callable(getattr(module, "build_tables", None)), f"veribatch.aggregate.{name}: no build_tables"
+        raise AssertionError(f"no veribatch/tasks/{name}/tables.py (build_tables)") from None
+    assert callable(getattr(module, "build_tables", None)), f"veribatch.tasks.{name}.tables: no build_tables"
 
 
 def check_records(stages: Sequence[Stage], *runs: dict[str, list[dict[str, Any]]]) -> None:
@@ -161,7 +161,7 @@ def check_records(stages: Sequence[Stage], *runs: dict[str, list[dict[str, Any]]
 
 def check_tables(name: str, tables: Sequence[Table]) -> None:
     own = [t for t in tables if not t.key.startswith("summary_")]
-    assert own or name in NO_TABLES, f"veribatch.aggregate.{name} built no table"
+    assert own or name in NO_TABLES, f"veribatch.tasks.{name}.tables built no table"
     for t in own:
         assert t.key and t.title, t
         if t.frame.empty:
@@ -200,7 +200,11 @@ def _small_run(task: Task, config: RunConfig, root: Path) -> tuple[dict[str, lis
     for s in plan.stages:
         run_shard(rd.root, s.name, 0, fsync=False)
         records[s.name] = pq.read_table(rd.records(s.name, 0)).to_pylist()
-    return records, build(rd.root).tables
+    try:
+        tables_fn = importlib.import_module(f"veribatch.tasks.{task.name}.tables").build_tables
+    except ModuleNotFoundError:
+        tables_fn = None
+    return records, build(rd.root, tables_fn=tables_fn).tables
 
 
 def _model_config(task: Task, reference_run: Path) -> RunConfig:

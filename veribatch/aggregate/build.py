@@ -1,13 +1,13 @@
 """`build(run_dir, formats)`: manifest + shard records → tables/ (md, csv, tex, html).
 
-Dispatches to the task's module `aggregate.<task>` (its `build_tables(run_dir,
-manifest, stages)` returns `Table`s); a task without one gets a generic per-stage
-summary, so every run — even of a brand-new task — ends with a table.
+The caller passes the task's `build_tables(run_dir, manifest, stages)` (its `tables`
+module, which returns `Table`s); a task without one gets a generic per-stage summary, so
+every run — even of a brand-new task — ends with a table.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,22 +45,20 @@ def summary_table(manifest: dict, stages: dict[str, StageRecords]) -> Table:
                  caption="covered/missing: instances with/without records in complete shards.")
 
 
+TablesFn = Callable[[Path, dict, dict[str, pd.DataFrame]], Iterable[Table]]
+
+
 def build(run_dir: Path | str, formats: tuple[str, ...] = ("md", "csv"),
-          completeness: Completeness | None = None) -> BuildResult:
-    """`completeness`: the shards' completeness when the caller has checked it already."""
+          completeness: Completeness | None = None,
+          tables_fn: TablesFn | None = None) -> BuildResult:
+    """`completeness`: the shards' completeness when the caller has checked it already;
+    `tables_fn`: the task's `build_tables`, None for the summary alone."""
     run_dir = Path(run_dir)
     manifest, stages = load_run(run_dir, completeness)
-    task = manifest["config"]["task"]
     tables = [summary_table(manifest, stages)]
-    try:
-        module = importlib.import_module(f"veribatch.aggregate.{task}")
-    except ModuleNotFoundError as e:
-        if e.name != f"veribatch.aggregate.{task}":
-            raise
-        module = None
-    if module is not None:
+    if tables_fn is not None:
         frames = {name: sr.frame for name, sr in stages.items()}
-        tables += list(module.build_tables(run_dir, manifest, frames))
+        tables += list(tables_fn(run_dir, manifest, frames))
     out = BuildResult(tables=tables)
     for t in tables:
         out.paths += write_table(t, run_dir / "tables", formats)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import json
 import pkgutil
 import sys
@@ -608,20 +609,29 @@ def aggregate_cmd(run: RunArg, runs_dir: RunsDirOpt = None,
         raise typer.Exit(EXIT_INCOMPLETE)
 
 
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a task registered outside veribatch.tasks
+        return False
+
+
 def _register_commands() -> None:
     """Call `register(app, task_apps)` of every module in launch/commands/."""
     from . import commands
 
-    for info in pkgutil.iter_modules(commands.__path__):
-        if info.name.startswith("_"):
-            continue
+    modules = [f"{commands.__name__}.{info.name}" for info in pkgutil.iter_modules(commands.__path__)
+               if not info.name.startswith("_")]
+    modules += [f"veribatch.tasks.{task}.cli" for task in task_apps
+                if _module_exists(f"veribatch.tasks.{task}.cli")]
+    for name in modules:
         try:
-            module = importlib.import_module(f"{commands.__name__}.{info.name}")
+            module = importlib.import_module(name)
             register = getattr(module, "register", None)
             if callable(register):
                 register(app, task_apps)
         except Exception as e:  # noqa: BLE001  (one broken extension must not take down status/resume)
-            err.print(f"[yellow]warning:[/] commands from launch/commands/{info.name}.py are "
+            err.print(f"[yellow]warning:[/] commands from {name} are "
                       f"unavailable: {verbatim(f'{type(e).__name__}: {e}')}", highlight=False, markup=True)
 
 

@@ -49,6 +49,19 @@ def merged_stats(rd: RunDir, stages: list[str], shards: int) -> dict[str, dict[s
     return out
 
 
+def _tables_of(task: str):  # noqa: ANN202
+    """The task's `build_tables`, from its folder's `tables` module; None when it has none."""
+    import importlib
+
+    name = f"veribatch.tasks.{task}.tables"
+    try:
+        return importlib.import_module(name).build_tables
+    except ModuleNotFoundError as e:
+        if e.name != name:
+            raise
+        return None
+
+
 def aggregate_run(rd: RunDir, formats: tuple[str, ...] = ("md", "csv")) -> AggregateOutcome:
     manifest = load_manifest(rd)
     comp = completeness_map(rd.root, manifest, read_spans(rd, deep=True), deep=True)
@@ -56,7 +69,7 @@ def aggregate_run(rd: RunDir, formats: tuple[str, ...] = ("md", "csv")) -> Aggre
     # pandas is imported here, not at start-up: `launch status` must stay fast.
     from veribatch.aggregate.build import build
 
-    result = build(rd.root, formats, comp)
+    result = build(rd.root, formats, comp, tables_fn=_tables_of(manifest["config"]["task"]))
     msg = (f"{len(missing)} shard(s) incomplete: {', '.join(missing[:10])}"
            + (" ..." if len(missing) > 10 else "")) if missing else ""
     atomic_write_json(rd.aggregate_status, {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from veribatch.aggregate.cebench import _judge_tables, bias_metrics, confusion
 from veribatch.tasks.cebench.answer import parse_answer
+from veribatch.tasks.cebench.tables import _judge_tables, bias_metrics, confusion
 
 # Table 5 (DeepSeek-V3.2, zero-shot): per category genuine total and G→S errors, spurious
 # total and S→G errors.  Table 4 gives the correct counts these must add up to.

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 
 from tests.support import cli
-from veribatch.aggregate.cebench_dataset import version_of
 from veribatch.aggregate.records import load_run
 from veribatch.launch.run_control import ExecChoice, launch_run, plan_run
 from veribatch.tasks.base import DatasetError
 from veribatch.tasks.cebench import dataset as ds
 from veribatch.tasks.cebench.answer import OUTCOMES
+from veribatch.tasks.cebench.dataset import version_of
 from veribatch.tasks.cebench.prompt import user_prompt
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from veribatch.launch.commands.dafnycomp import register
+from veribatch.tasks.dafnycomp.cli import register
 from veribatch.tasks.dafnycomp.strip import strip
 
 PROGRAM = Path(__file__).resolve().parents[3] / "veribatch" / "tasks" / "dafnycomp" / "sample" / "main_2node_fill_sum.dfy"

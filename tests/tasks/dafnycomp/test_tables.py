@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from veribatch.aggregate.dafnycomp import table1, table2
+from veribatch.tasks.dafnycomp.tables import table1, table2
 
 
 def _cand(iid: str, k: int, *, syntax: bool, verified: bool, chain: int = 2, mode: str | None = None,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from veribatch.aggregate.invbench import build_tables, compare_runs, compare_verifiers
+from veribatch.tasks.invbench.tables import build_tables, compare_runs, compare_verifiers
 
 
 def _inst(iid: str, *, decision: str | None, speedup: float | None, correct: bool, total: float | None,

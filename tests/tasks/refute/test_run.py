@@ -21,7 +21,7 @@ from veribatch.aggregate.records import load_run
 from veribatch.launch.cli import app
 from veribatch.launch.run_control import ExecChoice, launch_run, plan_run
 from veribatch.tasks.refute import data
-from veribatch.verifiers.judge import REASONS
+from veribatch.tasks.refute.counterexample import REASONS
 
 pytestmark = pytest.mark.slow
 FAST = ["search_s=3", "filter_s=2", "run_s=3", "generator_s=5"]

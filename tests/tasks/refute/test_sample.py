@@ -11,15 +11,9 @@ from pathlib import Path
 import pytest
 
 from veribatch.tasks.refute import data
+from veribatch.tasks.refute.counterexample import JudgeLimits, judge_generator
 from veribatch.tasks.refute.problem import program, solutions
-from veribatch.verifiers.judge import (
-    JudgeLimits,
-    Program,
-    detect_sandbox,
-    judge_generator,
-    outputs_match,
-    run_program,
-)
+from veribatch.verifiers.judge import Program, detect_sandbox, outputs_match, run_program
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from veribatch.aggregate.refute import build_tables, compare_runs
+from veribatch.tasks.refute.tables import build_tables, compare_runs
 
 IDS = [f"refute/sample/P{k}" for k in range(10)]
 

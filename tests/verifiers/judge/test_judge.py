@@ -11,24 +11,25 @@ from pathlib import Path
 import psutil
 import pytest
 
-from veribatch.verifiers.base import Query
-from veribatch.verifiers.judge import (
+from veribatch.tasks.refute.counterexample import (
     REASONS,
-    STATS,
-    CompileError,
     JudgeLimits,
     Judgement,
-    Program,
-    SearchResult,
     Solutions,
+    judge_generator,
+    judge_input,
+)
+from veribatch.tasks.refute.search import SearchResult, random_search
+from veribatch.verifiers.base import Query
+from veribatch.verifiers.judge import (
+    STATS,
+    CompileError,
+    Program,
     Verdict,
     compile_cpp,
     detect_sandbox,
     first_difference,
-    judge_generator,
-    judge_input,
     outputs_match,
-    random_search,
     run_program,
 )
 from veribatch.verifiers.registry import get_verifier

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.escape_attacks import CPU_WAITED
-from veribatch.verifiers.judge import Program, Verdict, detect_sandbox, run_program
-from veribatch.verifiers.judge.counterexample import (
+from veribatch.tasks.refute.counterexample import (
     JudgeLimits,
     Solutions,
     judge_input,
     run_generator,
 )
+from veribatch.verifiers.judge import Program, Verdict, detect_sandbox, run_program
 from veribatch.verifiers.judge.reading import two_readings
 
 CAP = 1 << 20

@@ -89,8 +89,8 @@ def execute(conv: Conversation, act: answer.Action, o: dict[str, Any], box: Any,
 def check_submission(conv: Conversation, code: answer.Code, o: dict[str, Any], sol: Any,
                      limits: Any, box: Any, cache: Path | None) -> str | None:
     """None when the submission prints a valid input; otherwise the feedback to give."""
+    from veribatch.tasks.refute.counterexample import Judgement, run_generator, validate
     from veribatch.tasks.refute.problem import program
-    from veribatch.verifiers.judge.counterexample import Judgement, run_generator, validate
 
     if not code.usable:
         return "No program found in your submission: give one code block (```python or ```cpp)."

@@ -26,7 +26,7 @@ def _write(folder: Path, stem: str, lang: str, code: str) -> Any:
 
 def solutions(inst: Instance, folder: Path) -> Any:
     """`verifiers.judge.Solutions` for `inst`, its files under `folder`."""
-    from veribatch.verifiers.judge import Solutions
+    from veribatch.tasks.refute.counterexample import Solutions
 
     p = inst.payload
     folder.mkdir(parents=True, exist_ok=True)
@@ -48,7 +48,7 @@ def program(folder: Path, stem: str, lang: str, code: str) -> Any:
 
 
 def judge_limits(config: RunConfig) -> Any:
-    from veribatch.verifiers.judge import JudgeLimits
+    from veribatch.tasks.refute.counterexample import JudgeLimits
 
     o = config.options
     return JudgeLimits(run_s=float(o["run_s"]), generator_s=float(o["generator_s"]),

@@ -186,8 +186,8 @@ def randsearch_failure(judged: Any, found: bool) -> str | None:
 
 def _search_and_judge(sol: Any, generator: Any, reference: Any, *, time_s: float, limits: Any,
                       box: Any, validator: Any | None) -> tuple[Any, Any]:
-    from veribatch.verifiers.judge import judge_input, random_search
-    from veribatch.verifiers.judge.counterexample import judgement
+    from veribatch.tasks.refute.counterexample import judge_input, judgement
+    from veribatch.tasks.refute.search import random_search
 
     res = random_search(sol.wrong, reference, generator, time_s=time_s, limits=limits,
                         cache_dir=None, sandbox=box, validator=validator)
@@ -226,9 +226,8 @@ def judge_reference(inst: Instance, config: RunConfig, arm: str, sol: Any, work:
 
 def judge_model(inst: Instance, config: RunConfig, gen_rec: Record, sol: Any, work: Path, box: Any,
                 limits: Any) -> Record:
+    from veribatch.tasks.refute.counterexample import judge_generator, judgement
     from veribatch.tasks.refute.problem import program
-    from veribatch.verifiers.judge import judge_generator
-    from veribatch.verifiers.judge.counterexample import judgement
 
     strategy = config.strategy
     arm = arms(config)[0]
@@ -298,7 +297,7 @@ def judge_model(inst: Instance, config: RunConfig, gen_rec: Record, sol: Any, wo
 
 
 def _refused(inst: Instance, config: RunConfig, arm: str, why: str) -> Record:
-    from veribatch.verifiers.judge.counterexample import judgement
+    from veribatch.tasks.refute.counterexample import judgement
 
     rec = _base(inst, config, arm)
     rec.update(sample_index=0, answer_outcome=None, **_search_fields(None, None),
@@ -337,7 +336,7 @@ def run_judge(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
             sol = solutions(inst, work)
             gens = upstream.get(inst.id) or []
             if not gens:
-                from veribatch.verifiers.judge.counterexample import judgement
+                from veribatch.tasks.refute.counterexample import judgement
 
                 rec = _base(inst, config, arms(config)[0])
                 rec.update(sample_index=-1, answer_outcome="generation_missing",

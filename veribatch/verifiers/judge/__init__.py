@@ -1,5 +1,5 @@
-"""The REFUTE judge: sandboxed compilation and runs of C++/Python programs, REFUTE's output
-comparison, the counterexample judgement and the random search.
+"""The judge: sandboxed compilation and runs of C++/Python programs under limits, and
+token-wise output comparison.
 
 Library first — REFUTE's stages call these thousands of times per RandSearch:
 
@@ -12,8 +12,9 @@ Library first — REFUTE's stages call these thousands of times per RandSearch:
 - `compile`: C++ with the harness's flags, sandboxed, cached by content;
 - `run`: one program on one input under limits → a `ProgramRun` with a judge verdict;
 - `compare`: token-wise comparison (YES/NO case-insensitive);
-- `counterexample`: validator → correct → wrong ×5 → a `Judgement` with a named reason;
-- `search`: RandSearch (generator × wrong × brute force until they differ).
+
+REFUTE's rules on top of these — what makes an input a counterexample, and RandSearch — are
+the benchmark's, in `veribatch.tasks.refute` (`counterexample`, `search`).
 
 `JudgeTool` wraps one run as a verifier query for `launch verify` and the registry.
 """
@@ -26,14 +27,6 @@ from veribatch.verifiers.judge.compile import (
     compile_cpp,
     effective_flags,
 )
-from veribatch.verifiers.judge.counterexample import (
-    REASONS,
-    JudgeLimits,
-    Judgement,
-    Solutions,
-    judge_generator,
-    judge_input,
-)
 from veribatch.verifiers.judge.run import Program, ProgramRun, Verdict, run_program
 from veribatch.verifiers.judge.sandbox import (
     Sandbox,
@@ -41,30 +34,21 @@ from veribatch.verifiers.judge.sandbox import (
     detect_sandbox,
     run_sandboxed,
 )
-from veribatch.verifiers.judge.search import SearchResult, random_search
 
 __all__ = [
     "CPP_FLAGS",
-    "REASONS",
     "STATS",
     "CompileError",
-    "JudgeLimits",
-    "Judgement",
     "Program",
     "ProgramRun",
     "Sandbox",
     "SandboxUnavailable",
-    "SearchResult",
-    "Solutions",
     "Verdict",
     "compile_cpp",
     "detect_sandbox",
     "effective_flags",
     "first_difference",
-    "judge_generator",
-    "judge_input",
     "outputs_match",
-    "random_search",
     "run_program",
     "run_sandboxed",
     "tokens",

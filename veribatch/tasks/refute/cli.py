@@ -70,8 +70,8 @@ def compare_cmd(
                                                  "(default: first run's tables/)")] = None,
 ) -> None:
     """Success per model x strategy and the overlap of solved problems, across runs."""
-    from veribatch.aggregate.refute import compare_runs
     from veribatch.launch.commands._runs import load_runs, show_tables
+    from veribatch.tasks.refute.tables import compare_runs
 
     if len(runs) < 2:
         raise typer.BadParameter("compare needs at least two runs")

@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from veribatch.aggregate.cebench_dataset import ALL_LABELS, SCHEMA_VERSION, content_hash, version_of
+from veribatch.tasks.cebench.dataset import ALL_LABELS, SCHEMA_VERSION, content_hash, version_of
 
 # §3.3, Figure 2 and Tables 1, 4, 5 of the paper.  Its labelling verifier is one of its
 # facts: `labelling_verifier` is that tool's name here (``--verifier``), compared by name.

@@ -32,9 +32,9 @@ from typing import Any
 
 import pandas as pd
 
-from veribatch.aggregate import cebench_dataset
-from veribatch.aggregate.cebench_card import PAPER_NAMES, card_markdown, make_card
 from veribatch.aggregate.table import Metric, Table
+from veribatch.tasks.cebench import dataset as cebench_dataset
+from veribatch.tasks.cebench.card import PAPER_NAMES, card_markdown, make_card
 
 CATEGORIES = ("SAT_Pre", "UNSAT_Pre", "Inductive")  # the paper's table order
 REFERENCE_ARMS = ("verifier", "always-GENUINE", "always-SPURIOUS")

@@ -97,10 +97,10 @@ def compare_cmd(
     out: Annotated[Path | None, typer.Option(help="Folder for md/csv (default: first run's tables/).")] = None,
 ) -> None:
     """RQ1/RQ2: several evaluation runs (models, strategies) side by side, reference rows once."""
-    from veribatch.aggregate.cebench import compare_runs
     from veribatch.aggregate.records import load_run
     from veribatch.aggregate.render import to_markdown, write_table
     from veribatch.launch import cli
+    from veribatch.tasks.cebench.tables import compare_runs
 
     def go() -> int:
         loaded = []

@@ -32,10 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from veribatch.tasks.refute.counterexample import JudgeLimits, run_generator, validate
+from veribatch.tasks.refute.counterexample import Judgement as _Judgement
 from veribatch.verifiers.judge.compare import first_difference
 from veribatch.verifiers.judge.compile import CompileError, compile_cpp
-from veribatch.verifiers.judge.counterexample import JudgeLimits, run_generator, validate
-from veribatch.verifiers.judge.counterexample import Judgement as _Judgement
 from veribatch.verifiers.judge.run import Program, Verdict, run_program
 from veribatch.verifiers.judge.sandbox import Sandbox
 

@@ -46,7 +46,7 @@ def compare_cmd(
     out: Annotated[Path | None, typer.Option(help="folder for md/csv (default: first run's tables/)")] = None,
 ) -> None:
     """Table 6 (base vs fine-tuned) or Table 7 (N=1 vs Best-of-N): Table 2 columns per run."""
-    from veribatch.aggregate.invbench import compare_runs
+    from veribatch.tasks.invbench.tables import compare_runs
 
     if len(runs) < 2:
         raise typer.BadParameter("compare needs at least two runs")
@@ -60,7 +60,7 @@ def table4_cmd(
 ) -> None:
     """The paper's Table 4: solved instances per verifier under 10/100/300/600 s, for any number
     of runs (each run's baseline verifier and arm, and the dataset's recorded reference times)."""
-    from veribatch.aggregate.invbench import compare_verifiers
+    from veribatch.tasks.invbench.tables import compare_verifiers
 
     loaded = load_runs(runs)
     show_tables([compare_verifiers(loaded)], out or loaded[0][1] / "tables")

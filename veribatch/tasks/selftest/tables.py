@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from .table import Metric, Table
+from veribatch.aggregate.table import Metric, Table
 
 
 def build_tables(run_dir: Path, manifest: dict[str, Any],
