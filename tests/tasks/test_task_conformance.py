@@ -320,7 +320,7 @@ def test_the_checks_catch_what_a_task_forgets(env: Path) -> None:
         check_stages(WrongOrder(), config)
     with pytest.raises(AssertionError):
         check_versions(Unstable(), config)
-    with pytest.raises(AssertionError, match="no veribatch/aggregate/toy.py"):
+    with pytest.raises(AssertionError, match="no veribatch/tasks/toy/tables.py"):
         check_aggregate_module("toy")
     with pytest.raises(AssertionError, match="'check_s' is in no record"):
         check_records(stages, {**good, "check": [{"instance_id": "a", "verdict": "ok"}]})
