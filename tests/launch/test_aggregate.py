@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pandas as pd
 import pytest
 
+from tests.support.plugins import installed
+from veribatch import registry
 from veribatch.aggregate.build import build
 from veribatch.aggregate.records import load_stage
 from veribatch.aggregate.render import to_html, to_latex, to_markdown, write_table
@@ -12,10 +16,9 @@ from veribatch.aggregate.table import Table
 from veribatch.launch.manifest import create_or_reuse
 from veribatch.launch.run_control import plan_run
 from veribatch.launch.shard_loop import run_shard
-from veribatch.tasks.base import Instance, InstanceResult, RunConfig, Stage, Task, register
+from veribatch.tasks.base import Instance, InstanceResult, RunConfig, Stage, Task
 
 
-@register
 class FakeTask(Task):
     """A test-only task without an `aggregate.faketask` module: two records' worth per shard."""
 
@@ -37,6 +40,12 @@ class FakeTask(Task):
                 yield InstanceResult(inst.id, [{"status": ["TRUE", "FALSE"][inst.payload["i"] % 2]}])
 
         return [Stage("solve", "cpu", solve)]
+
+
+@pytest.fixture(autouse=True)
+def _installed() -> Iterator[None]:
+    with installed(registry.TASKS, FakeTask.name, FakeTask):
+        yield
 
 
 def fake_run(root, shards_done, shards=3):

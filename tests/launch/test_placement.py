@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from tests.support.cli import launch
+from tests.support.plugins import install
+from veribatch import registry as plugins
 from veribatch.launch.cost import describe, estimate
 from veribatch.launch.executors.array_dependencies import dependency_groups
 from veribatch.launch.executors.element import ShardJob
@@ -215,7 +217,7 @@ def test_a_multi_shard_element_runs_each_shard_and_loads_the_engine_once(tmp_pat
         def close(self) -> None:
             Counting.closed += 1
 
-    monkeypatch.setitem(registry.ENGINES, "count", Counting)
+    install(monkeypatch, plugins.ENGINES, "count", Counting)
     with shared_engines():
         for _ in range(3):
             with open_engine("count:m", cache_dir=tmp_path / "c") as e:

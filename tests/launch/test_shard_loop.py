@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
 
 import veribatch.launch.shard_loop as loop
+from tests.support.plugins import installed
+from veribatch import registry
 from veribatch.launch.manifest import create_or_reuse
 from veribatch.launch.run_control import plan_run
 from veribatch.launch.shard_loop import ShardBusyError, ShardError, run_shard, shard_lock
-from veribatch.tasks.base import Instance, InstanceResult, RunConfig, Stage, Task, register
+from veribatch.tasks.base import Instance, InstanceResult, RunConfig, Stage, Task
 
 
-@register
 class Misbehaving(Task):
     """A test-only task whose single stage misbehaves in the way `mode` says."""
 
@@ -54,6 +56,12 @@ class Misbehaving(Task):
                     yield InstanceResult(inst.id, [{"x": inst.payload["i"]}] * inst.payload["i"])
 
         return [Stage("solve", "cpu", run)]
+
+
+@pytest.fixture(autouse=True)
+def _installed() -> Iterator[None]:
+    with installed(registry.TASKS, Misbehaving.name, Misbehaving):
+        yield
 
 
 def make_run(tmp_path, mode="ok"):

@@ -19,9 +19,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support.plugins import install
+from veribatch import registry as plugins
 from veribatch.aggregate.build import build
 from veribatch.aggregate.table import Table
-from veribatch.inference import registry
 from veribatch.inference.types import Completion, Engine, Request
 from veribatch.launch.manifest import create_or_reuse
 from veribatch.launch.plan import make_config, make_plan, parse_options
@@ -34,14 +35,15 @@ from veribatch.tasks.base import (
     StageContext,
     Task,
     get_task,
+    task_class,
     task_names,
 )
 from veribatch.tasks.generate import Generate
 
-# Every task the package registers.  Other test modules register fakes of their own (a task
-# that misbehaves on purpose, in tests/launch/), which a full session has imported by the
-# time this module is collected: they are not the package's and need not conform.
-TASKS = [n for n in task_names() if type(get_task(n)).__module__.startswith("veribatch.")]
+# Every installed task: ours and any other installed package's (tests/test_plugins.py runs
+# this module in a venv with a toy benchmark installed).  Test modules that define fakes of
+# their own install them only for their own tests (tests/support/plugins.py).
+TASKS = task_names()
 # Tasks whose per-stage summary (`aggregate.build.summary_table`) is their only table.
 NO_TABLES = {"selftest": "a cluster smoke test: no research question, the summary is its table"}
 STUB = "conformance:echo"
@@ -69,7 +71,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Iterator
     """The stub engine registered, a private download cache, REFUTE's pinned templates from
     the shared copy (no network)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(registry.ENGINES, "conformance", EchoEngine)
+        install(mp, plugins.ENGINES, "conformance", EchoEngine)
         mp.setenv("VERIBATCH_CACHE", str(tmp_path_factory.mktemp("cache")))
         mp.setenv("VERIBATCH_REFUTE_PROMPTS", str(shared_data / "refute-prompts"))
         yield tmp_path_factory.mktemp("runs")
@@ -132,14 +134,14 @@ def check_versions(task: Task, config: RunConfig) -> None:
     assert dict(config.versions) == versions
 
 
-def check_aggregate_module(name: str) -> None:
-    if name in NO_TABLES:
+def check_aggregate_module(cls: type[Task]) -> None:
+    if cls.name in NO_TABLES:
         return
-    try:
-        module = importlib.import_module(f"veribatch.tasks.{name}.tables")
-    except ModuleNotFoundError:
-        raise AssertionError(f"no veribatch/tasks/{name}/tables.py (build_tables)") from None
-    assert callable(getattr(module, "build_tables", None)), f"veribatch.tasks.{name}.tables: no build_tables"
+    name = cls.name
+    dotted = cls.tables_module
+    assert dotted, f"{name}: no Task.tables_module (the module defining build_tables)"
+    module = importlib.import_module(dotted)
+    assert callable(getattr(module, "build_tables", None)), f"{dotted}: no build_tables"
 
 
 def check_records(stages: Sequence[Stage], *runs: dict[str, list[dict[str, Any]]]) -> None:
@@ -180,7 +182,7 @@ def check_tables(name: str, tables: Sequence[Table]) -> None:
 def test_declarations(name: str) -> None:
     check_declarations(get_task(name))
     check_options(get_task(name))
-    check_aggregate_module(name)
+    check_aggregate_module(task_class(name))
 
 
 @pytest.mark.parametrize("name", TASKS)
@@ -200,10 +202,8 @@ def _small_run(task: Task, config: RunConfig, root: Path) -> tuple[dict[str, lis
     for s in plan.stages:
         run_shard(rd.root, s.name, 0, fsync=False)
         records[s.name] = pq.read_table(rd.records(s.name, 0)).to_pylist()
-    try:
-        tables_fn = importlib.import_module(f"veribatch.tasks.{task.name}.tables").build_tables
-    except ModuleNotFoundError:
-        tables_fn = None
+    dotted = type(task).tables_module
+    tables_fn = importlib.import_module(dotted).build_tables if dotted else None
     return records, build(rd.root, tables_fn=tables_fn).tables
 
 
@@ -320,8 +320,8 @@ def test_the_checks_catch_what_a_task_forgets(env: Path) -> None:
         check_stages(WrongOrder(), config)
     with pytest.raises(AssertionError):
         check_versions(Unstable(), config)
-    with pytest.raises(AssertionError, match="no veribatch/tasks/toy/tables.py"):
-        check_aggregate_module("toy")
+    with pytest.raises(AssertionError, match="no Task.tables_module"):
+        check_aggregate_module(_Toy)
     with pytest.raises(AssertionError, match="'check_s' is in no record"):
         check_records(stages, {**good, "check": [{"instance_id": "a", "verdict": "ok"}]})
     with pytest.raises(AssertionError, match="record_key"):

@@ -61,6 +61,8 @@ def finish_time(stamps: list[float], t0: float, n_tokens: int, batch_end: float)
 
 class HFEngine(Engine):
     engine = "hf"
+    poolable = True
+    packages = ("torch", "transformers")
 
     def __init__(
         self,

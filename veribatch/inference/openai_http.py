@@ -58,6 +58,7 @@ REQUEST_OWN = frozenset({"context_length_exceeded", "string_above_max_length"})
 
 class OpenAIEngine(Engine):
     engine = "openai"
+    packages = ("httpx",)
 
     def __init__(
         self,

@@ -17,65 +17,42 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from veribatch import registry
 from veribatch.inference.errors import EngineError, UnknownEngineError
 from veribatch.inference.types import Completion, Engine, Request
 
 
-def _hf(name: str, **options: Any) -> Engine:
-    from veribatch.inference.hf import HFEngine
-
-    return HFEngine(name, **options)
-
-
-def _vllm(name: str, **options: Any) -> Engine:
-    from veribatch.inference.vllm_engine import VLLMEngine
-
-    return VLLMEngine(name, **options)
+def engine_names() -> list[str]:
+    """The installed engines' names (entry point group ``veribatch.engines``); imports none."""
+    return registry.names(registry.ENGINES)
 
 
-def _openai(name: str, **options: Any) -> Engine:
-    from veribatch.inference.openai_http import OpenAIEngine
-
-    return OpenAIEngine(name, **options)
-
-
-def _replay(name: str, **options: Any) -> Engine:
-    from veribatch.inference.replay import ReplayEngine
-
-    return ReplayEngine(name, **options)
-
-
-ENGINES: dict[str, Callable[..., Engine]] = {
-    "hf": _hf,
-    "vllm": _vllm,
-    "openai": _openai,
-    "replay": _replay,
-}
-POOLABLE = ("hf", "vllm")
+def engine_class(kind: str) -> type[Engine]:
+    """The `Engine` subclass installed as `kind`; its facts (`poolable`, `packages`) are
+    class attributes, read without opening it (its heavy packages are imported on open)."""
+    try:
+        cls = registry.load(registry.ENGINES, kind)
+    except registry.UnregisteredNameError as e:
+        raise UnknownEngineError(f"unknown engine {kind!r}; known engines: {', '.join(e.known)}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Engine)):
+        raise TypeError(f"{registry.target(registry.ENGINES, kind)} is not an inference.types.Engine")
+    return cls
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
     """``"hf:/m"`` → ``("hf", "/m")``; unknown engines raise `UnknownEngineError` listing the known."""
     kind, sep, name = spec.partition(":")
-    if kind not in ENGINES:
-        known = ", ".join(f"{k}:NAME" for k in ENGINES)
+    kinds = engine_names()
+    if kind not in kinds:
+        known = ", ".join(f"{k}:NAME" for k in kinds)
         raise UnknownEngineError(f"unknown engine {kind!r} in model spec {spec!r}; known engines: {known}")
     if not sep or not name:
         raise EngineError(f"model spec {spec!r} has no name after {kind!r}: write {kind}:NAME")
     return kind, name
-
-
-ENGINE_PACKAGES: dict[str, tuple[str, ...]] = {
-    "hf": ("torch", "transformers"),
-    "vllm": ("vllm",),
-    "openai": ("httpx",),
-    "replay": (),
-}
-"""The packages each engine imports when it opens (extras: `errors.EXTRA_FOR_MODULE`)."""
 
 
 def missing_engine_packages(spec: str) -> str | None:
@@ -89,7 +66,7 @@ def missing_engine_packages(spec: str) -> str | None:
     from veribatch.inference.errors import EXTRA_FOR_MODULE
 
     kind, _ = parse_spec(spec)
-    for package in ENGINE_PACKAGES.get(kind, ()):
+    for package in engine_class(kind).packages:
         try:
             found = importlib.util.find_spec(package) is not None
         except (ImportError, ValueError):
@@ -207,15 +184,17 @@ def open_engine(spec: str, *, cache_dir: Path | None = None, **options: Any) -> 
 
 def _open(spec: str, **options: Any) -> Engine:
     kind, name = parse_spec(spec)
-    if _pool_options and kind in POOLABLE and "replicas" not in options:
+    cls = engine_class(kind)
+    if _pool_options and cls.poolable and "replicas" not in options:
         options = {**_pool_options, **options}
     replicas = int(options.pop("replicas", 0) or 0)
     if replicas:
-        if kind not in POOLABLE:
-            raise EngineError(f"replicas= is for {', '.join(POOLABLE)} engines, not {kind}:")
+        if not cls.poolable:
+            poolable = [k for k in engine_names() if engine_class(k).poolable]
+            raise EngineError(f"replicas= is for {', '.join(poolable)} engines, not {kind}:")
         from veribatch.inference.ray_pool import RayEnginePool
 
-        engine: Engine = RayEnginePool(spec, factory=ENGINES[kind], replicas=replicas, **options)
+        engine: Engine = RayEnginePool(spec, factory=cls, replicas=replicas, **options)
     else:
-        engine = ENGINES[kind](name, **options)
+        engine = cls(name, **options)
     return engine

@@ -12,7 +12,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -93,9 +93,14 @@ class Engine(ABC):
     (errors included, as completions with `error` set) in request order: a failed request
     never aborts the batch."""
 
-    engine: str  # "hf" | "vllm" | "openai" | "replay"
+    engine: str  # the name it is installed as: "hf" | "vllm" | "openai" | "replay" | a plug-in's
     model: str
     revision: str = ""
+    # Facts read from the class without opening an engine (`inference.registry`):
+    # whether `replicas=N` may run it as a Ray pool of data-parallel copies, and the
+    # packages it imports when it opens (checked at launch time, without importing them).
+    poolable: ClassVar[bool] = False
+    packages: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]: ...

@@ -120,6 +120,8 @@ def request_seconds(metrics: Any) -> float | None:
 
 class VLLMEngine(Engine):
     engine = "vllm"
+    poolable = True
+    packages = ("vllm",)
 
     def __init__(self, model: str, *, device: str = "auto", **options: Any) -> None:
         vllm = require_extra("vllm", "gpu")

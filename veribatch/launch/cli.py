@@ -17,18 +17,16 @@ failed (`status`), or another launch/resume holds the run (`launch`, `resume`);
 Start-up is kept cheap so that `status` can be polled: this module imports only
 Typer; tasks, the executors, pyarrow and the extension commands are imported when a
 command needs them (`launch status` never imports a task or pyarrow; `launch --help`
-and `launch <task>` import the tasks and `launch/commands/*`).  Extension modules in
-`launch/commands/<name>.py` define ``register(app, task_apps)``; keep their top-level
-imports light too.
+and `launch <task>` import the tasks and the commands).  Commands are installed as entry
+points (group ``veribatch.commands``, and each task's `Task.cli_module`) naming a
+``register(app, task_apps)``; keep their modules' top-level imports light too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
 import json
-import pkgutil
 import sys
 import time
 from collections.abc import Callable
@@ -83,7 +81,7 @@ err: Any = _LazyConsole(stderr=True)
 
 
 class _LazyGroup(TyperGroup):
-    """The top-level group: task commands and `launch/commands/*` are added on first need.
+    """The top-level group: the task and installed commands are added on first need.
 
     `launch status RUN` never imports them; `launch --help`, a task name or an extension
     command does (once)."""
@@ -398,7 +396,7 @@ _everything_loaded = False
 
 
 def _load_everything() -> None:
-    """Add a sub-command per task and the commands of `launch/commands/*` (once)."""
+    """Add a sub-command per installed task and the installed commands (once)."""
     global _everything_loaded
     if _everything_loaded:
         return
@@ -609,30 +607,28 @@ def aggregate_cmd(run: RunArg, runs_dir: RunsDirOpt = None,
         raise typer.Exit(EXIT_INCOMPLETE)
 
 
-def _module_exists(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:  # a task registered outside veribatch.tasks
-        return False
-
-
 def _register_commands() -> None:
-    """Call `register(app, task_apps)` of every module in launch/commands/."""
-    from . import commands
+    """Call ``register(app, task_apps)`` of every installed command (entry point group
+    ``veribatch.commands``) and of every task's `Task.cli_module`."""
+    from veribatch import registry
+    from veribatch.tasks.base import task_class
 
-    modules = [f"{commands.__name__}.{info.name}" for info in pkgutil.iter_modules(commands.__path__)
-               if not info.name.startswith("_")]
-    modules += [f"veribatch.tasks.{task}.cli" for task in task_apps
-                if _module_exists(f"veribatch.tasks.{task}.cli")]
-    for name in modules:
+    sources: list[tuple[str, Callable[[], Any]]] = [
+        (f"command {name!r}", lambda name=name: registry.load(registry.COMMANDS, name))
+        for name in registry.names(registry.COMMANDS)]
+    for task in task_apps:
+        def task_register(task: str = task) -> Any:
+            module = task_class(task).cli_module
+            return getattr(importlib.import_module(module), "register", None) if module else None
+        sources.append((f"task {task!r}'s commands", task_register))
+    for what, find in sources:
         try:
-            module = importlib.import_module(name)
-            register = getattr(module, "register", None)
+            register = find()
             if callable(register):
                 register(app, task_apps)
         except Exception as e:  # noqa: BLE001  (one broken extension must not take down status/resume)
-            err.print(f"[yellow]warning:[/] commands from {name} are "
-                      f"unavailable: {verbatim(f'{type(e).__name__}: {e}')}", highlight=False, markup=True)
+            err.print(f"[yellow]warning:[/] {what} unavailable: "
+                      f"{verbatim(f'{type(e).__name__}: {e}')}", highlight=False, markup=True)
 
 
 def main() -> None:

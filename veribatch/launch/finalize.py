@@ -50,16 +50,13 @@ def merged_stats(rd: RunDir, stages: list[str], shards: int) -> dict[str, dict[s
 
 
 def _tables_of(task: str):  # noqa: ANN202
-    """The task's `build_tables`, from its folder's `tables` module; None when it has none."""
+    """The task's `build_tables`, from its `Task.tables_module`; None when it has none."""
     import importlib
 
-    name = f"veribatch.tasks.{task}.tables"
-    try:
-        return importlib.import_module(name).build_tables
-    except ModuleNotFoundError as e:
-        if e.name != name:
-            raise
-        return None
+    from veribatch.tasks.base import task_class
+
+    module = task_class(task).tables_module
+    return importlib.import_module(module).build_tables if module else None
 
 
 def aggregate_run(rd: RunDir, formats: tuple[str, ...] = ("md", "csv")) -> AggregateOutcome:

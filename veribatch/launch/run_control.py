@@ -70,7 +70,7 @@ class ExecChoice:
 
     def validate(self, stages: list[tuple[str, str]]) -> Profile | None:
         """Everything about *how* to run that can be wrong, checked before anything is written:
-        the executor name (`executors.EXECUTORS`), the counts, then what the executor checks
+        the executor name (`executors.executor_names`), the counts, then what the executor checks
         of its choice (`Executor.check_choice`: the profile file, every key typed — also
         with the local executor, which does not use it —, a partition per stage resource)."""
         if self.executor not in executor_names():

@@ -5,11 +5,13 @@ nothing about shards, ledgers, SLURM or resumption.  `launch/` knows nothing abo
 benchmark.  Everything that crosses that line is defined in this module, so the whole
 extension point is on one page (docs/adding-a-benchmark.md walks through writing a task).
 
-A task is one package ``veribatch/tasks/<name>/`` whose ``__init__.py`` defines a `Task`
-subclass decorated with `register`; that alone makes it ``launch <name>``, with every
-generic option, executor, ``status``/``resume``/``regress``/``report``.  Its tables are
-``veribatch/aggregate/<name>.py: build_tables`` (aggregation reads files only, so that
-module imports nothing of the task).
+A task is a `Task` subclass declared as an entry point in the group ``veribatch.tasks``
+(``veribatch/registry.py``) — by this project's ``pyproject.toml`` for the benchmarks in
+``veribatch/tasks/<name>/``, or by any installed package for its own; that alone makes it
+``launch <name>``, with every generic option, executor, ``status``/``resume``/``regress``/
+``report``.  Its tables are ``build_tables`` in `Task.tables_module` (aggregation reads files
+only, so that module imports nothing of the task's stages); its own sub-commands are
+``register`` in `Task.cli_module`.
 
 What `launch` calls, in this order:
 
@@ -36,7 +38,7 @@ What `launch` calls, in this order:
    of a stage named in `needs` for this shard (as the parquet file holds them: a column
    another record of that stage had reads as None).
 7. When every shard is done, the aggregate step: ``build_tables`` of
-   ``veribatch/aggregate/<task>.py`` on the run's records; `launch regress`, `nightly`
+   `Task.tables_module` on the run's records; `launch regress`, `nightly`
    and `report` compare runs by what `Stage` and `aggregate.table.Table` declare, and never
    name a task.
 
@@ -233,7 +235,8 @@ class Stage:
 
 
 class Task(ABC):
-    """A benchmark family.  Subclasses are registered with `register` and found by name.
+    """A benchmark family.  Subclasses are installed as entry points (group ``veribatch.tasks``)
+    and found by name (`task_class`).
 
     A subclass must define `name`, `default_dataset` (one of `datasets()`), `datasets`,
     `load`, `dataset_hash` and `stages`; everything else has a default that fits a task
@@ -242,6 +245,11 @@ class Task(ABC):
 
     name: ClassVar[str]
     default_dataset: ClassVar[str]
+    # Dotted names of the task's own modules, imported only when needed: `tables_module`
+    # defines ``build_tables`` (the aggregate step; it reads files only), `cli_module`
+    # defines ``register(app, task_apps)`` adding the task's own sub-commands.  None: none.
+    tables_module: ClassVar[str | None] = None
+    cli_module: ClassVar[str | None] = None
     # `--strategy` values this task understands; the first is the default.  `launch/` refuses
     # any other string before it can reach a run id.
     strategies: ClassVar[tuple[str, ...]] = ("default",)
@@ -297,28 +305,33 @@ class Task(ABC):
         return config
 
 
-_REGISTRY: dict[str, type[Task]] = {}
+def task_class(name: str) -> type[Task]:
+    """The `Task` subclass installed as `name` (entry point group ``veribatch.tasks``).
 
+    Raises `UnknownNameError` listing the installed tasks; `TypeError` for an entry point
+    that is no `Task` or names itself otherwise (the conformance test catches both first)."""
+    from veribatch import registry
 
-def register(cls: type[Task]) -> type[Task]:
-    """Class decorator: make a task reachable as ``launch <name>``."""
-    _REGISTRY[cls.name] = cls
+    try:
+        cls = registry.load(registry.TASKS, name)
+    except registry.UnregisteredNameError as e:
+        known = ", ".join(e.known) or "none"
+        raise UnknownNameError(f"unknown task {name!r}; known tasks: {known}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise TypeError(f"{registry.target(registry.TASKS, name)} is not a tasks.base.Task")
+    if cls.name != name:
+        raise TypeError(f"{registry.target(registry.TASKS, name)} is installed as {name!r} "
+                        f"but names itself {cls.name!r}")
     return cls
 
 
 def get_task(name: str) -> Task:
-    from veribatch import tasks
-    tasks.load_all()  # every task module, once, so that they register
-
-    try:
-        return _REGISTRY[name]()
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY)) or "none"
-        raise UnknownNameError(f"unknown task {name!r}; known tasks: {known}") from None
+    """A fresh instance of the task installed as `name`."""
+    return task_class(name)()
 
 
 def task_names() -> list[str]:
-    from veribatch import tasks
-    tasks.load_all()
+    """The installed tasks' names; imports none of them."""
+    from veribatch import registry
 
-    return sorted(_REGISTRY)
+    return registry.names(registry.TASKS)

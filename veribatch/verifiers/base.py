@@ -41,8 +41,8 @@ Call order, and what may not be assumed:
    exception raised here into ERROR naming it.
 
 Writing the next adapter: subclass `Tool` in `verifiers/<name>.py` (or inside the
-tool's own package, as `verifiers/z3c/tool.py`), declare every fact in `FACTS`, add one
-line to `verifiers.registry._TOOLS`, keep real outputs of the tool under
+tool's own package, as `verifiers/z3c/tool.py`, or in a package of its own), declare every
+fact in `FACTS`, declare it as an entry point (group ``veribatch.tools``), keep real outputs of the tool under
 `../shared/data/recorded/<name>/` (with a README saying how they were captured) and test
 `cmdline` and `determine_result` on them; `tests/verifiers/test_conformance.py`
 checks every registered tool against this contract (`verifiers/uautomizer.py` and

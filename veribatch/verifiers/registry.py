@@ -1,42 +1,37 @@
-"""Verifiers by name: the one place that knows which adapter class a name means.
+"""Verifiers by name: the installed `Tool` classes (entry point group ``veribatch.tools``).
 
-Adding a verifier is one line here plus its module (`docs/adding-a-verifier.md`): what a
+Adding a verifier is its module plus one entry point line, in this project's
+``pyproject.toml`` or in another package's (`docs/adding-a-verifier.md`): what a
 task or `launch verify` needs to know about a tool — its properties and languages, default
 memory and cores, whether its verdicts are certified — is read from the adapter class's
 declared facts (`verifiers.base.Tool`), never from a table elsewhere.
 
-Adapters are imported lazily by dotted path, so a missing optional adapter (or
-one still being written) breaks only the name that needs it, and importing the
-registry stays cheap (`launch verify --help` lists the names without importing any).
+Adapters are imported on first use (`veribatch.registry`), so a missing optional adapter (or
+one still being written) breaks only the name that needs it, and listing the names stays
+cheap (`launch verify --help` lists them without importing any).
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from veribatch import registry
 from veribatch.verifiers.base import Tool
 
 if TYPE_CHECKING:
     from veribatch.verifiers.verifier import Verifier
 
-_TOOLS: dict[str, str] = {
-    "z3": "veribatch.verifiers.z3c.tool:EmbeddedZ3Tool",  # z3 — the embedded C verifier (package z3c)
-    "uautomizer": "veribatch.verifiers.uautomizer:UAutomizerTool",
-    "dafny": "veribatch.verifiers.dafny:DafnyTool",
-    "judge": "veribatch.verifiers.judge.tool:JudgeTool",
-}
-
 def verifier_names() -> list[str]:
-    return sorted(_TOOLS)
+    """The installed verifiers' names; imports none of them."""
+    return registry.names(registry.TOOLS)
 
 
 class UnknownToolError(LookupError):
     """An unknown verifier or runtime was asked for; the message lists the known ones.
 
     Defined here rather than shared with `tasks`, because `verifiers` imports nothing
-    of ours; callers that want one except-clause for every unknown name catch `LookupError`.
+    of ours above it; callers that want one except-clause for every unknown name catch `LookupError`.
     """
 
 
@@ -50,11 +45,10 @@ def tool_class(name: str) -> type[Tool]:
     Raises `UnknownToolError` for an unknown name, `TypeError` for an adapter that is no
     `Tool` or leaves a fact undeclared (the conformance test catches both first)."""
     try:
-        target = _TOOLS[name]
-    except KeyError:
-        raise _unknown("verifier", name, verifier_names()) from None
-    module, _, cls_name = target.partition(":")
-    cls = getattr(importlib.import_module(module), cls_name)
+        cls = registry.load(registry.TOOLS, name)
+    except registry.UnregisteredNameError as e:
+        raise _unknown("verifier", name, e.known) from None
+    target = registry.target(registry.TOOLS, name)
     if not (isinstance(cls, type) and issubclass(cls, Tool)):
         raise TypeError(f"{target} is not a verifiers.base.Tool")
     missing = cls.missing_facts()

@@ -25,14 +25,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from veribatch.tasks.base import Instance, RunConfig, Stage, Task, register
+from veribatch.tasks.base import Instance, RunConfig, Stage, Task
 from veribatch.tasks.cebench import data
 from veribatch.tasks.verifier import AcceptedVerifiers
 
 
-@register
 class CEBenchTask(Task):
     name = "cebench"
+    tables_module = "veribatch.tasks.cebench.tables"
+    cli_module = "veribatch.tasks.cebench.cli"
     default_dataset = "sample"
     strategies = ("zero-shot", "one-shot", "cot")
     verifiers = AcceptedVerifiers("unreach-call", "C", default="z3")

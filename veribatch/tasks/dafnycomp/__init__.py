@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from veribatch.tasks.base import Instance, RunConfig, Stage, Task, register
+from veribatch.tasks.base import Instance, RunConfig, Stage, Task
 from veribatch.tasks.dafnycomp import data
 from veribatch.tasks.sampling import model_run_sampling, resolve_samples
 from veribatch.tasks.verifier import AcceptedVerifiers
@@ -29,9 +29,10 @@ def _resolve(dataset: str) -> tuple[str, Path | None]:
     return name, data.resolve_root(explicit)
 
 
-@register
 class DafnyCompTask(Task):
     name = "dafnycomp"
+    tables_module = "veribatch.tasks.dafnycomp.tables"
+    cli_module = "veribatch.tasks.dafnycomp.cli"
     verifiers = AcceptedVerifiers("dafny-verify", "Dafny", default="dafny")
     default_dataset = "sample"
 

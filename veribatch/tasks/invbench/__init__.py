@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from veribatch.tasks.base import DatasetError, Instance, RunConfig, Stage, Task, register
+from veribatch.tasks.base import DatasetError, Instance, RunConfig, Stage, Task
 from veribatch.tasks.invbench import data
 from veribatch.tasks.sampling import model_run_sampling, resolve_samples
 from veribatch.tasks.verifier import AcceptedVerifiers
@@ -46,9 +46,10 @@ def _resolve(dataset: str) -> tuple[str, Path | None]:
     return name, data.resolve_root(name, explicit)
 
 
-@register
 class InvBenchTask(Task):
     name = "invbench"
+    tables_module = "veribatch.tasks.invbench.tables"
+    cli_module = "veribatch.tasks.invbench.cli"
     verifiers = AcceptedVerifiers("unreach-call", "C", default="z3")
     default_dataset = "sample"
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from veribatch.tasks.base import Instance, RunConfig, Stage, Task, register
+from veribatch.tasks.base import Instance, RunConfig, Stage, Task
 from veribatch.tasks.refute import data
 from veribatch.tasks.sampling import model_run_sampling, resolve_samples
 from veribatch.tasks.verifier import AcceptedVerifiers
@@ -53,9 +53,10 @@ LIMIT_DEFAULTS = {
 }
 
 
-@register
 class RefuteTask(Task):
     name = "refute"
+    tables_module = "veribatch.tasks.refute.tables"
+    cli_module = "veribatch.tasks.refute.cli"
     default_dataset = "sample"
     strategies = STRATEGIES
     verifiers = AcceptedVerifiers("judge", "C++", default="judge")

@@ -29,7 +29,6 @@ from veribatch.tasks.base import (
     StageContext,
     Task,
     UnknownNameError,
-    register,
 )
 
 SIZES = {"smoke": 12, "small": 100, "large": 1000, "huge": 10000}
@@ -47,9 +46,9 @@ def compute(n: int, iterations: int) -> int:
     return acc
 
 
-@register
 class SelfTest(Task):
     name = "selftest"
+    tables_module = "veribatch.tasks.selftest.tables"
     default_dataset = "smoke"
     strategies = ("default", "alternate")  # the second changes nothing but the run id
     verifiers = ("none", "alternate")      # selftest runs no verifier; recorded only
