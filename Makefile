@@ -12,6 +12,8 @@ $(BIN)/launch: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip "setuptools>=77"  # also builds the wheel in tests/test_packaging.py
 	$(BIN)/pip install -q torch==2.13.0
+	@# a stale egg-info in the checkout would shadow the install's entry points (the registry)
+	rm -rf veribatch.egg-info
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	touch $(BIN)/launch
 
