@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .completeness import Completeness
+from veribatch.rundir.completeness import Completeness
+
 from .records import StageRecords, load_run
 from .render import to_markdown, write_table
 from .table import Metric, Table

@@ -1,11 +1,11 @@
 """Merge the shard records of one stage into one DataFrame, with coverage.
 
-Only complete shards are read — complete as `aggregate/completeness.py` defines it for
+Only complete shards are read — complete as `veribatch.rundir.completeness` defines it for
 `status` and `resume` too: a DONE marker for the shard's current inputs (a stale
 downstream shard of a redone upstream is *not* complete, even with an intact file)
 and a records file matching its digest.  Anything else counts as missing, never as
-data.  `aggregate` reads files only: it shares the run-directory format with
-`launch` (docs/run-directory.md), not its code.
+data.  `aggregate` reads files only, through the run directory's one format module
+(`veribatch.rundir`, docs/run-directory.md), as `launch` writes them.
 """
 
 from __future__ import annotations
@@ -19,13 +19,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .completeness import (
-    Completeness,
-    check_instances_file,
-    read_shard_entries,
-    run_completeness,
-    task_stages,
-)
+from veribatch.rundir import shards
+from veribatch.rundir.completeness import Completeness, run_completeness, task_stages
 
 
 @dataclass
@@ -52,12 +47,7 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
 def instance_ids(run_dir: Path, manifest: dict[str, Any] | None = None) -> list[str]:
     """Every instance id of the run; an instance list that no longer matches the plan is
     an error naming the file (an emptied file would otherwise read as "missing -24")."""
-    entries = read_shard_entries(run_dir)
-    problem = check_instances_file(run_dir, entries)
-    if problem:
-        raise ValueError(problem)
-    with open(run_dir / "instances.jsonl", "rb") as f:
-        return [json.loads(line)["id"] for line in f]
+    return shards.instance_ids(run_dir)
 
 
 def planned_instances(run_dir: Path, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -123,7 +113,7 @@ def _nullable(t: pa.DataType) -> Any:
 def load_run(run_dir: Path, completeness: Completeness | None = None,
              ) -> tuple[dict[str, Any], dict[str, StageRecords]]:
     """Manifest and the records of every stage's complete shards.  `completeness` (from
-    `aggregate.completeness.run_completeness`) saves a second digest pass when the caller
+    `veribatch.rundir.completeness.run_completeness`) saves a second digest pass when the caller
     has already checked the shards."""
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)

@@ -45,9 +45,10 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table as RichTable
 
+    from veribatch.rundir.paths import RunDir
+
     from .plan import Plan
     from .run_control import ExecChoice, LaunchOutcome
-    from .rundir import RunDir
     from .status import RunState
 
 SHARD_STATES = ("done", "running", "pending", "failed")
@@ -130,10 +131,10 @@ def _input_errors() -> tuple[type[BaseException], ...]:
     """Every package owns its "unknown name" error (tasks, engines, verifiers), since
     inference/ and verifiers/ import nothing of ours; imported only when something failed."""
     from veribatch.inference.errors import EngineError, UnknownEngineError
+    from veribatch.rundir.paths import RunDirError
     from veribatch.tasks.base import DatasetError, UnknownNameError
     from veribatch.verifiers.registry import UnknownToolError
 
-    from .instances import RunDirError
     from .locks import LockUnsupportedError
     from .manifest import RunConflictError
     from .plan import PlanError

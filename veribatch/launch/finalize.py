@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from veribatch.aggregate.completeness import completeness_map, shards_fingerprint
+from veribatch.rundir.completeness import completeness_map, shards_fingerprint
+from veribatch.rundir.paths import RunDir, atomic_write_json, read_json
+from veribatch.rundir.shards import read_spans
 
-from .instances import read_spans
 from .manifest import load_manifest
-from .rundir import RunDir, atomic_write_json, read_json
 
 
 @dataclass

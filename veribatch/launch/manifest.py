@@ -19,10 +19,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veribatch.rundir.paths import (
+    AGGREGATE_STAGE,
+    RunDir,
+    RunDirError,
+    atomic_write_json,
+    read_json,
+)
 from veribatch.tasks.base import RunConfig
 
-from .instances import RunDirError, write_instances
-from .rundir import AGGREGATE_STAGE, RunDir, atomic_write_json, read_json
+from .instances import write_instances
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -172,7 +178,3 @@ def config_from_manifest(m: dict[str, Any]) -> RunConfig:
     names = {f.name for f in fields(RunConfig)}
     return RunConfig(**{k: v for k, v in m["config"].items() if k in names})
 
-
-def task_stage_entries(m: dict[str, Any]) -> list[dict[str, Any]]:
-    """The task's stages (without the aggregate stage launch adds)."""
-    return [s for s in m["stages"] if s["name"] != AGGREGATE_STAGE]

@@ -32,13 +32,14 @@ from typing import Any
 
 import yaml
 
+from veribatch.rundir.paths import RunDir, atomic_write_json, read_json
+
 from .executors import executor_names
 from .executors.slurm import SubmitError
 from .finalize import aggregate_run
 from .jobs import latest_jobs, live_states
 from .lookup import find_yaml, search_dirs
 from .run_control import ExecChoice, launch_run, plan_run
-from .rundir import RunDir, atomic_write_json, read_json
 from .status import ACTIVE, run_state
 
 SUITES_ENV = "VERIBATCH_NIGHTLY_DIR"

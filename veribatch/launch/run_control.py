@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veribatch.aggregate.completeness import task_stages
+from veribatch.rundir.completeness import task_stages
+from veribatch.rundir.paths import RunDir, read_json
 from veribatch.tasks.base import get_task
 
 from .executors import executor_class, executor_names
@@ -33,7 +34,7 @@ from .locks import RUNNING_LOCALLY, RunLock, is_locked, read_holder, require_loc
 from .manifest import RunConflictError, check_reusable, code_version, create_or_reuse, load_manifest
 from .plan import Plan, PlanError, make_config, make_plan
 from .resume_set import ResumeSet, resume_set_for
-from .rundir import RunDir, default_runs_dir, read_json
+from .rundir import default_runs_dir
 from .status import RunState, run_state
 
 if TYPE_CHECKING:  # rich and the executors' own modules are imported when a run really starts

@@ -39,15 +39,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from veribatch.rundir.completeness import expected_input_hash
+from veribatch.rundir.done import check_output, read_done, write_done
+from veribatch.rundir.paths import RunDir, atomic_write_bytes, atomic_write_json, read_json
+from veribatch.rundir.shards import read_spans
 from veribatch.tasks.base import InstanceResult, get_task
 
 from .context import LAUNCH_COLUMNS, ShardContext
-from .done_marker import check_output, expected_input_hash, read_done, write_done
-from .instances import read_shard_instances, read_spans
+from .instances import read_shard_instances
 from .ledger import LedgerWriter, make_header, read_ledger
 from .locks import is_locked, try_lock
 from .manifest import code_version, config_from_manifest, load_manifest
-from .rundir import RunDir, atomic_write_bytes, atomic_write_json, read_json
 
 log = logging.getLogger("launch.shard")
 

@@ -1,7 +1,7 @@
 """The executor interface: run or submit a run's (stage, shard) pairs, then its aggregation.
 
 What a shard does, when it counts as done and what survives a crash are decided in
-`shard_loop.py` and `aggregate/completeness.py`; an executor only decides *where* and
+`shard_loop.py` and `rundir/completeness.py`; an executor only decides *where* and
 *when* `run_shard` is called.  So a local run and a SLURM run of the same plan produce the
 same records.
 
@@ -29,10 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from veribatch.aggregate.completeness import task_stages
-
-from ..instances import ShardSpan, read_spans
-from ..rundir import RunDir
+from veribatch.rundir.completeness import task_stages
+from veribatch.rundir.paths import RunDir
+from veribatch.rundir.shards import ShardSpan, read_spans
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from veribatch.aggregate.completeness import completeness_map
+from veribatch.rundir.completeness import completeness_map
+from veribatch.rundir.paths import RunDir
 from veribatch.tasks.base import CPUS_ENV
 
 from ..ledger import count_lines
 from ..locks import RUNNING_LOCALLY, is_locked
-from ..rundir import RunDir
 from .base import Choice, Executor, Key, SubmitResult, Work
 
 if TYPE_CHECKING:

@@ -28,9 +28,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from veribatch.rundir.paths import RunDir
+
 from ..jobs import add_submissions, live_states, load_jobs
 from ..profiles import PartitionSpec, Profile
-from ..rundir import RunDir
 from ..sizing import is_sized, job_time, stage_units
 from ..status import QUEUED
 from .array_dependencies import Arrays, dependency_groups

@@ -2,10 +2,7 @@
 
 `launch status`, `launch resume`, the shard loop and aggregation must agree on it, or
 one of them counts what another redoes (a stale shard read into a table, a complete
-run shown as failed).  It lives here, in `aggregate/`, because aggregation reads only
-files and imports nothing of `launch/`, while `launch/` may import `aggregate/`
-(`launch/done_marker.py` is the writing side: the DONE marker and the input hash a shard
-about to run must hold).
+run shown as failed).  The DONE marker it reads is written in `done.py`, beside it.
 
 A shard of stage s is complete iff
 
@@ -32,113 +29,11 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-PARQUET_MAGIC = b"PAR1"
-AGGREGATE_STAGE = "aggregate"
-
-
-class Span(Protocol):
-    """What completeness needs of a shard's entry in shards.json."""
-
-    count: int
-    ids_sha256: str
-
-
-@dataclass(frozen=True)
-class ShardEntry:
-    """One row of shards.json: byte range in instances.jsonl, instance count, id digest."""
-
-    start: int
-    end: int
-    count: int
-    ids_sha256: str
-
-
-def read_shard_entries(run_dir: Path | str) -> list[ShardEntry]:
-    """shards.json → its rows.  Raises ValueError naming the file when it is unreadable."""
-    path = Path(run_dir) / "shards.json"
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        return [ShardEntry(int(a), int(b), int(c), str(d)) for a, b, c, d in data["shards"]]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{path}: unreadable shard index ({e})") from None
-
-
-def check_instances_file(run_dir: Path | str, entries: list[Any], *,
-                         deep: bool = False) -> str | None:
-    """None when instances.jsonl is still what planning wrote, else why not.
-
-    Cheap: one stat, enough to catch an emptied or truncated instance list, which would
-    otherwise make every coverage figure wrong while each shard still looks complete.
-    `deep` also compares the sha256 that shards.json records (runs planned since it does)."""
-    path = Path(run_dir) / "instances.jsonl"
-    want = entries[-1].end if entries else 0
-    try:
-        size = os.stat(path).st_size
-    except OSError:
-        return f"{path} is missing"
-    if size != want:
-        return (f"{path} has {size} bytes but shards.json says {want} "
-                "(modified after planning?)")
-    if deep:
-        try:
-            with open(Path(run_dir) / "shards.json", encoding="utf-8") as f:
-                digest = json.load(f).get("instances_sha256")
-        except (OSError, ValueError, AttributeError):
-            digest = None
-        if digest and file_sha256(path) != digest:
-            return f"{path} does not match the sha256 in shards.json (modified after planning?)"
-    return None
-
-
-def input_hash(identity: str, stage: str, shard: int, shards: int, span: Span,
-               upstream: list[tuple[str, str]]) -> str:
-    blob = json.dumps([identity, stage, shard, shards, span.count, span.ids_sha256, upstream],
-                      separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def file_sha256(path: Any) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def read_marker(path: str) -> dict[str, Any] | None:
-    try:
-        fd = os.open(path, os.O_RDONLY)  # raw fd: no buffered text wrapper per marker
-        try:
-            obj = json.loads(os.read(fd, 1 << 16))
-        finally:
-            os.close(fd)
-        return obj if isinstance(obj, dict) else None
-    except (OSError, ValueError):
-        return None
-
-
-def check_records(path: str, marker: dict[str, Any], deep: bool) -> str | None:
-    """None when the records file matches its DONE marker, else why not."""
-    # Plain string paths on purpose: pathlib costs more than the syscalls at 10,000 shards.
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "records.parquet missing"
-    if st.st_size != marker.get("parquet_bytes"):
-        return f"records.parquet has {st.st_size} bytes, DONE says {marker.get('parquet_bytes')}"
-    if deep or st.st_mtime_ns != marker.get("parquet_mtime_ns"):
-        if file_sha256(path) != marker.get("output_sha256"):
-            return "records.parquet content does not match the DONE digest"
-        return None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        head = os.pread(fd, 4, 0)
-        tail = os.pread(fd, 4, max(0, st.st_size - 4))
-    finally:
-        os.close(fd)
-    if head != PARQUET_MAGIC or tail != PARQUET_MAGIC:
-        return "records.parquet is not a parquet file (bad magic bytes)"
-    return None
+from .done import check_records, input_hash, read_marker
+from .paths import AGGREGATE_STAGE, RunDir
+from .shards import ShardSpan, read_spans
 
 
 @dataclass
@@ -163,7 +58,7 @@ def task_stages(manifest: dict[str, Any]) -> list[dict[str, Any]]:
             and s["name"] != AGGREGATE_STAGE]
 
 
-def completeness_map(run_dir: Path | str, manifest: dict[str, Any], spans: list[Any], *,
+def completeness_map(run_dir: Path | str, manifest: dict[str, Any], spans: list[ShardSpan], *,
                    deep: bool = False, only: tuple[str, int] | None = None,
                    ) -> Completeness:
     """Completeness of every shard of every task stage, upstream first.
@@ -194,7 +89,7 @@ def completeness_map(run_dir: Path | str, manifest: dict[str, Any], spans: list[
     return out
 
 
-def _one(root: str, stage: str, k: int, identity: str, shards: int, span: Span,
+def _one(root: str, stage: str, k: int, identity: str, shards: int, span: ShardSpan,
          ups: list[tuple[str, str]], blocked: str, deep: bool) -> ShardCompleteness:
     d = f"{root}/shards/{stage}/{k}"
     marker = read_marker(d + "/DONE")
@@ -231,5 +126,21 @@ def shards_fingerprint(comp: Completeness) -> str:
 def run_completeness(run_dir: Path | str, manifest: dict[str, Any], *,
                      deep: bool = True) -> Completeness:
     """`completeness_map` for a reader that has only the directory (aggregation)."""
-    entries = read_shard_entries(run_dir)
-    return completeness_map(run_dir, manifest, entries, deep=deep)
+    return completeness_map(run_dir, manifest, read_spans(RunDir(run_dir)), deep=deep)
+
+
+def expected_input_hash(rd: RunDir, manifest: dict[str, Any], spans: list[ShardSpan],
+                        stage: str, shard: int) -> tuple[str | None, str]:
+    """The input hash the shard's DONE must hold, or (None, reason) if upstream is incomplete.
+
+    Upstream shards are checked deeply: a shard never builds on a damaged input.
+    """
+    entry = next(s for s in manifest["stages"] if s["name"] == stage)
+    comp = completeness_map(rd.root, manifest, spans, deep=True, only=(stage, shard))
+    ups = []
+    for need in entry["needs"]:
+        u = comp[need][shard]
+        if not u.complete or u.output_sha256 is None:
+            return None, f"upstream shard {need}/{shard} is not complete ({u.reason})"
+        ups.append((need, u.output_sha256))
+    return input_hash(manifest["identity"], stage, shard, manifest["shards"], spans[shard], ups), ""
