@@ -72,7 +72,7 @@ def synthetic_run(root: Path, shards: int) -> RunDir:
             if kind < 6:
                 rd.records(stage, k).write_bytes(blob)
                 digest = file_sha256(rd.records(stage, k))
-                h = input_hash(manifest["identity"], stage, k, shards, spans[k], up)
+                h = input_hash(manifest.identity, stage, k, shards, spans[k], up)
                 rd.done(stage, k).write_text(json.dumps({
                     "input_hash": h, "output_sha256": digest, "parquet_bytes": len(blob),
                     "parquet_mtime_ns": rd.records(stage, k).stat().st_mtime_ns,

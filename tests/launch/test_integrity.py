@@ -293,7 +293,7 @@ def test_an_interrupted_plan_is_planned_again(tmp_path):
     (rd.root / ".instances.jsonl.tmp123").write_text("half")
     r = launch("selftest", "--runs-dir", str(tmp_path / "runs"), "-q")
     assert r.returncode == 0, r.stderr
-    assert load_manifest(rd)["run_id"] == plan.run_id
+    assert load_manifest(rd).run_id == plan.run_id
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("mine")
     r = launch("selftest", "--runs-dir", str(tmp_path), "--run-name", "foreign")

@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from veribatch.rundir import shards
-from veribatch.rundir.completeness import Completeness, run_completeness, task_stages
+from veribatch.rundir.completeness import Completeness, run_completeness
+from veribatch.rundir.manifest import Manifest
 
 
 @dataclass
@@ -39,22 +40,17 @@ class StageRecords:
         return len(self.expected) - self.covered
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    with open(run_dir / "manifest.json", encoding="utf-8") as f:
-        return json.load(f)
-
-
-def instance_ids(run_dir: Path, manifest: dict[str, Any] | None = None) -> list[str]:
+def instance_ids(run_dir: Path) -> list[str]:
     """Every instance id of the run; an instance list that no longer matches the plan is
     an error naming the file (an emptied file would otherwise read as "missing -24")."""
     return shards.instance_ids(run_dir)
 
 
-def planned_instances(run_dir: Path, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
+def planned_instances(run_dir: Path, manifest: Manifest) -> list[dict[str, Any]] | None:
     """The rows of the run's instance list (id, split, meta...), or None where the run
     directory has none: task tables count what was planned — per split, per attribute —
     so that an instance without records shows as missing, never as absent."""
-    path = Path(run_dir) / str(manifest.get("instances_file", "instances.jsonl"))
+    path = Path(run_dir) / manifest.instances_file
     if not path.is_file():
         return None
     with open(path, encoding="utf-8") as f:
@@ -71,7 +67,7 @@ def shard_table(run_dir: Path, stage: str, shard: int,
                 completeness: Completeness | None = None) -> pa.Table | None:
     """The shard's records, or None when it is not (verifiably) complete."""
     if completeness is None:
-        completeness = run_completeness(run_dir, read_manifest(run_dir))
+        completeness = run_completeness(run_dir, Manifest.read(run_dir))
     if stage not in completeness or not completeness[stage][shard].complete:
         return None
     try:
@@ -80,15 +76,15 @@ def shard_table(run_dir: Path, stage: str, shard: int,
         return None
 
 
-def load_stage(run_dir: Path, stage: str, manifest: dict[str, Any] | None = None,
+def load_stage(run_dir: Path, stage: str, manifest: Manifest | None = None,
                ids: list[str] | None = None, completeness: Completeness | None = None,
                ) -> StageRecords:
-    manifest = manifest or read_manifest(run_dir)
+    manifest = manifest or Manifest.read(run_dir)
     ids = ids if ids is not None else instance_ids(run_dir)
     if completeness is None:
         completeness = run_completeness(run_dir, manifest)
     frames, missing = [], []
-    for k in range(int(manifest["shards"])):
+    for k in range(manifest.shards):
         t = shard_table(run_dir, stage, k, completeness)
         if t is None:
             missing.append(k)
@@ -111,14 +107,14 @@ def _nullable(t: pa.DataType) -> Any:
 
 
 def load_run(run_dir: Path, completeness: Completeness | None = None,
-             ) -> tuple[dict[str, Any], dict[str, StageRecords]]:
+             ) -> tuple[Manifest, dict[str, StageRecords]]:
     """Manifest and the records of every stage's complete shards.  `completeness` (from
     `veribatch.rundir.completeness.run_completeness`) saves a second digest pass when the caller
     has already checked the shards."""
     run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir)
+    manifest = Manifest.read(run_dir)
     ids = instance_ids(run_dir)
     if completeness is None:
         completeness = run_completeness(run_dir, manifest)
-    stages = [s["name"] for s in task_stages(manifest)]
+    stages = [s.name for s in manifest.task_stages]
     return manifest, {s: load_stage(run_dir, s, manifest, ids, completeness) for s in stages}

@@ -422,7 +422,7 @@ def _status_table(st: RunState) -> RichTable:
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    t = RichTable(title=f"run {st.manifest['run_id']} ({st.rd.root})")
+    t = RichTable(title=f"run {st.manifest.run_id} ({st.rd.root})")
     for head in ("stage", "shards", "done", "running", "pending", "failed", "instances done"):
         t.add_column(head, justify="right" if head != "stage" else "left")
     for name, col in st.shards.items():
@@ -443,7 +443,7 @@ def _in_progress(st: RunState) -> bool:
 
 def _status_json(st: RunState) -> dict[str, Any]:
     return {
-        "run_id": st.manifest["run_id"], "run_dir": str(st.rd.root), "complete": st.complete,
+        "run_id": st.manifest.run_id, "run_dir": str(st.rd.root), "complete": st.complete,
         "stages": {name: {**{k: st.counts(name)[k] for k in SHARD_STATES}, "instances":
                           sum(s.instances for s in col),
                           "instances_done": sum(s.recorded for s in col)}

@@ -69,7 +69,7 @@ def aggregate_run(rd: RunDir, formats: tuple[str, ...] = ("md", "csv")) -> Aggre
     # pandas is imported here, not at start-up: `launch status` must stay fast.
     from veribatch.aggregate.build import build
 
-    result = build(rd.root, formats, comp, tables_fn=_tables_of(manifest["config"]["task"]))
+    result = build(rd.root, formats, comp, tables_fn=_tables_of(manifest.task))
     msg = (f"{len(missing)} shard(s) incomplete: {', '.join(missing[:10])}"
            + (" ..." if len(missing) > 10 else "")) if missing else ""
     atomic_write_json(rd.aggregate_status, {

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from veribatch.rundir.completeness import ShardCompleteness, completeness_map, shards_fingerprint
+from veribatch.rundir.manifest import Manifest
 from veribatch.rundir.paths import RunDir, read_json
 from veribatch.rundir.shards import ShardSpan, read_spans
 
@@ -51,7 +52,7 @@ class ShardState:
 @dataclass
 class RunState:
     rd: RunDir
-    manifest: dict[str, Any]
+    manifest: Manifest
     shards: dict[str, list[ShardState]]
     aggregate: dict[str, Any] = field(default_factory=dict)
     aggregate_state: str = "not run"     # complete | partial | stale | not run
@@ -180,7 +181,7 @@ def run_state(rd: RunDir, *, live: bool = True, deep: bool = False) -> RunState:
     if agg_job:
         pending_jobs.append(agg_job)
     states = live_states(pending_jobs) if live and pending_jobs else {}
-    needs = {s["name"]: list(s["needs"]) for s in manifest["stages"]}
+    needs = {s.name: list(s.needs) for s in manifest.stages}
     out: dict[str, list[ShardState]] = {}
     versions: Counter[str] = Counter()
     for stage, col in comp.items():

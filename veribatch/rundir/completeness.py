@@ -29,10 +29,10 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .done import check_records, input_hash, read_marker
-from .paths import AGGREGATE_STAGE, RunDir
+from .manifest import Manifest
+from .paths import RunDir
 from .shards import ShardSpan, read_spans
 
 
@@ -52,31 +52,25 @@ Completeness = dict[str, list[ShardCompleteness]]
 """Stage → the completeness of each of its shards (`completeness_map`, `run_completeness`)."""
 
 
-def task_stages(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The task's stages, upstream first (without the aggregate stage launch adds)."""
-    return [s for s in manifest["stages"] if s.get("added_by") != "launch"
-            and s["name"] != AGGREGATE_STAGE]
-
-
-def completeness_map(run_dir: Path | str, manifest: dict[str, Any], spans: list[ShardSpan], *,
+def completeness_map(run_dir: Path | str, manifest: Manifest, spans: list[ShardSpan], *,
                    deep: bool = False, only: tuple[str, int] | None = None,
                    ) -> Completeness:
     """Completeness of every shard of every task stage, upstream first.
 
     With `only=(stage, shard)`, evaluates just that shard and its upstream chain.
     """
-    identity = manifest["identity"]
-    shards = int(manifest["shards"])
+    identity = manifest.identity
+    shards = manifest.shards
     out: Completeness = {}
     wanted = range(shards) if only is None else [only[1]]
     root = str(run_dir)
-    for st in task_stages(manifest):
-        name = st["name"]
+    for st in manifest.task_stages:
+        name = st.name
         col: list[ShardCompleteness] = [ShardCompleteness(False, "not evaluated", None)] * shards
         for k in wanted:
             ups = []
             blocked = ""
-            for need in st["needs"]:
+            for need in st.needs:
                 u = out[need][k]
                 if not u.complete or u.output_sha256 is None:
                     blocked = f"upstream {need}/{k} not complete"
@@ -123,24 +117,26 @@ def shards_fingerprint(comp: Completeness) -> str:
     return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
 
 
-def run_completeness(run_dir: Path | str, manifest: dict[str, Any], *,
+def run_completeness(run_dir: Path | str, manifest: Manifest, *,
                      deep: bool = True) -> Completeness:
     """`completeness_map` for a reader that has only the directory (aggregation)."""
     return completeness_map(run_dir, manifest, read_spans(RunDir(run_dir)), deep=deep)
 
 
-def expected_input_hash(rd: RunDir, manifest: dict[str, Any], spans: list[ShardSpan],
+def expected_input_hash(rd: RunDir, manifest: Manifest, spans: list[ShardSpan],
                         stage: str, shard: int) -> tuple[str | None, str]:
     """The input hash the shard's DONE must hold, or (None, reason) if upstream is incomplete.
 
     Upstream shards are checked deeply: a shard never builds on a damaged input.
     """
-    entry = next(s for s in manifest["stages"] if s["name"] == stage)
+    entry = manifest.task_stage(stage)
+    if entry is None:
+        raise KeyError(f"run {manifest.run_id} has no task stage {stage!r}")
     comp = completeness_map(rd.root, manifest, spans, deep=True, only=(stage, shard))
     ups = []
-    for need in entry["needs"]:
+    for need in entry.needs:
         u = comp[need][shard]
         if not u.complete or u.output_sha256 is None:
             return None, f"upstream shard {need}/{shard} is not complete ({u.reason})"
         ups.append((need, u.output_sha256))
-    return input_hash(manifest["identity"], stage, shard, manifest["shards"], spans[shard], ups), ""
+    return input_hash(manifest.identity, stage, shard, manifest.shards, spans[shard], ups), ""
