@@ -10,7 +10,6 @@ data.  `aggregate` reads files only, through the run directory's one format modu
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from veribatch.rundir import shards
 from veribatch.rundir.completeness import Completeness, run_completeness
+from veribatch.rundir.instances import instance_ids
 from veribatch.rundir.manifest import Manifest
 
 
@@ -38,23 +37,6 @@ class StageRecords:
     @property
     def missing(self) -> int:
         return len(self.expected) - self.covered
-
-
-def instance_ids(run_dir: Path) -> list[str]:
-    """Every instance id of the run; an instance list that no longer matches the plan is
-    an error naming the file (an emptied file would otherwise read as "missing -24")."""
-    return shards.instance_ids(run_dir)
-
-
-def planned_instances(run_dir: Path, manifest: Manifest) -> list[dict[str, Any]] | None:
-    """The rows of the run's instance list (id, split, meta...), or None where the run
-    directory has none: task tables count what was planned — per split, per attribute —
-    so that an instance without records shows as missing, never as absent."""
-    path = Path(run_dir) / manifest.instances_file
-    if not path.is_file():
-        return None
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def column(df: pd.DataFrame, name: str, default: Any = None) -> pd.Series:

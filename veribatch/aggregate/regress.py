@@ -44,6 +44,7 @@ from typing import Any
 import pandas as pd
 
 from veribatch.rundir.manifest import Manifest
+from veribatch.rundir.paths import RunDir
 
 from . import stats
 from .provenance import differences, provenance
@@ -247,7 +248,7 @@ class _Side:
 
 def _load(run_dir: Path) -> _Side:
     run_dir = Path(run_dir)
-    if not (run_dir / "manifest.json").is_file():
+    if not RunDir(run_dir).manifest.is_file():
         raise RegressError(f"{run_dir}: not a run directory (no manifest.json)")
     try:
         manifest, records = load_run(run_dir)

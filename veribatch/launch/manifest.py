@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING, Any
 from veribatch.rundir.manifest import Manifest
 from veribatch.rundir.paths import (
     AGGREGATE_STAGE,
+    INSTANCES,
+    MANIFEST,
+    SHARDS,
     RunDir,
     RunDirError,
     atomic_write_json,
@@ -93,17 +96,17 @@ def build_manifest(plan: Plan) -> dict[str, Any]:
         "code_version": code_version(),
         "hostname": socket.gethostname(),
         "stages": stage_entries(plan),
-        "instances_file": "instances.jsonl",
+        "instances_file": INSTANCES,
         "instance_count": len(plan.instances),
-        "shards_file": "shards.json",
+        "shards_file": SHARDS,
         "shards": plan.shards,
     }
 
 
 # What an interrupted plan may leave behind (plus temp files of atomic writes, and the
 # lock and probe files of launch itself): such a directory is planned again, not refused.
-PLANNING_FILES = {"instances.jsonl", "shards.json", "launch.lock"}
-PLANNING_TEMP_PREFIXES = (".instances.jsonl.", ".shards.json.", ".manifest.json.", ".lockprobe-")
+PLANNING_FILES = {INSTANCES, SHARDS, "launch.lock"}
+PLANNING_TEMP_PREFIXES = (f".{INSTANCES}.", f".{SHARDS}.", f".{MANIFEST}.", ".lockprobe-")
 
 
 def _interrupted_plan(root: Path) -> bool:

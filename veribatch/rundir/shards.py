@@ -9,7 +9,6 @@ times), and completeness is decided from the digests alone, without touching pay
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,11 +87,3 @@ def check_instances_file(rd: RunDir, spans: list[ShardSpan], *,
             return f"{path} does not match the sha256 in {SHARDS} (modified after planning?)"
     return None
 
-
-def instance_ids(run_dir: RunDir | Path | str) -> list[str]:
-    """Every instance id of the run, in order; an instance list that no longer matches the
-    plan is a RunDirError naming the file."""
-    rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
-    read_spans(rd)
-    with open(rd.instances, "rb") as f:
-        return [json.loads(line)["id"] for line in f]

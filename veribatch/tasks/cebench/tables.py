@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from veribatch.aggregate.table import Metric, Table
+from veribatch.rundir.instances import planned_instances
 from veribatch.rundir.manifest import Manifest
 from veribatch.tasks.cebench import dataset as cebench_dataset
 from veribatch.tasks.cebench.card import PAPER_NAMES, card_markdown, make_card
@@ -89,11 +90,8 @@ def _p(x: float | None) -> float | None:
 # ------------------------------------------------------------------ helpers
 
 
-def _expected_ids(run_dir: Path) -> list[str]:
-    path = run_dir / "instances.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()]
+def _expected_ids(run_dir: Path, manifest: Manifest) -> list[str]:
+    return [row["id"] for row in planned_instances(run_dir, manifest) or ()]
 
 
 def _col(df: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
@@ -149,7 +147,7 @@ def build_dataset(run_dir: Path, manifest: Manifest,
     config = manifest.config
     collect, label = stages.get("collect", pd.DataFrame()), stages.get("label", pd.DataFrame())
     rows, programs = dataset_rows(collect, label)
-    expected = _expected_ids(run_dir)
+    expected = _expected_ids(run_dir, manifest)
     labelled = set(label["instance_id"]) if len(label) else set()
     missing = [i for i in expected if i not in labelled]
     meta = {
@@ -333,7 +331,7 @@ def _judge_tables(judge: pd.DataFrame, expected: int, version: str) -> list[Tabl
 def build_tables(run_dir: Path, manifest: Manifest, stages: dict[str, pd.DataFrame]) -> list[Table]:
     config = manifest.config
     mode = (config.get("options") or {}).get("mode")
-    expected = _expected_ids(run_dir)
+    expected = _expected_ids(run_dir, manifest)
     if mode == "build":
         card, rows = build_dataset(run_dir, manifest, stages)
         label = stages.get("label", pd.DataFrame())

@@ -28,9 +28,10 @@ from typing import Any
 
 import pandas as pd
 
-from veribatch.aggregate.records import column, planned_instances
+from veribatch.aggregate.records import column
 from veribatch.aggregate.stats import pass_at_k
 from veribatch.aggregate.table import Metric, Plot, Table
+from veribatch.rundir.instances import planned_instances
 from veribatch.rundir.manifest import Manifest
 
 KS = (1, 2, 4, 8)

@@ -28,9 +28,10 @@ from typing import Any
 
 import pandas as pd
 
-from veribatch.aggregate.records import column, planned_instances
+from veribatch.aggregate.records import column
 from veribatch.aggregate.stats import geometric_mean
 from veribatch.aggregate.table import Metric, Plot, Table
+from veribatch.rundir.instances import planned_instances
 from veribatch.rundir.manifest import Manifest
 
 BUDGETS_S = (10.0, 100.0, 300.0, 600.0)  # the paper's Table 4/5 budgets

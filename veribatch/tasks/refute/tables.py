@@ -27,9 +27,9 @@ from typing import Any
 
 import pandas as pd
 
-from veribatch.aggregate.records import planned_instances
 from veribatch.aggregate.stats import mean_pass_at_k, wilson_interval
 from veribatch.aggregate.table import Metric, Plot, Table
+from veribatch.rundir.instances import planned_instances
 from veribatch.rundir.manifest import Manifest
 
 BUCKET_ATTRS = ("problem_rating", "author_rating", "fail_tc")

@@ -8,13 +8,13 @@ from pathlib import Path
 import pandas as pd
 
 from veribatch.aggregate.table import Metric, Table
+from veribatch.rundir.instances import planned_instances
 from veribatch.rundir.manifest import Manifest
 
 
 def build_tables(run_dir: Path, manifest: Manifest,
                  stages: dict[str, pd.DataFrame]) -> list[Table]:
-    with open(run_dir / "instances.jsonl", "rb") as f:
-        expected = sum(1 for _ in f)
+    expected = len(planned_instances(run_dir, manifest) or ())
     work = stages.get("work", pd.DataFrame(columns=["instance_id", "status"]))
     check = stages.get("check", pd.DataFrame(columns=["instance_id", "verdict"]))
     verdicts = check["verdict"].value_counts() if "verdict" in check else pd.Series(dtype=int)
