@@ -52,8 +52,8 @@ def report(run_dir: Path) -> dict[str, Any]:
     unknown_cpu = float(ces[ces["label"] == "UNKNOWN"]["verifier_cpu_s"].sum()) if len(ces) else 0.0
     collect_wall = float(pd.to_numeric(progs["collect_time_s"]).sum()) if len(progs) else 0.0
     out: dict[str, Any] = {
-        "run_id": manifest["run_id"], "verifier": manifest["config"]["verifier"],
-        "budget_s": manifest["config"]["options"]["budget_s"], "shards": manifest["shards"],
+        "run_id": manifest.run_id, "verifier": manifest.config["verifier"],
+        "budget_s": manifest.config["options"]["budget_s"], "shards": manifest.shards,
         "programs": len(progs),
         "candidates_checked": int(pd.to_numeric(progs.get("candidates_checked"), errors="coerce").fillna(0).sum())
         if len(progs) else 0,
@@ -75,7 +75,7 @@ def report(run_dir: Path) -> dict[str, Any]:
                                    "cpu_s": round(c, 1), "labelled_per_cpu_s": _per(len(part), c)}
     for stage in ("collect", "label"):
         walls = []
-        for k in range(int(manifest["shards"])):
+        for k in range(int(manifest.shards)):
             try:
                 walls.append(json.loads((run_dir / "shards" / stage / str(k) / "stats.json").read_text())["wall_s"])
             except (OSError, ValueError, KeyError):

@@ -598,7 +598,7 @@ def _locked(d: Path) -> bool:
 
 def records(rd: Path, stage: str) -> pd.DataFrame:
     """The stage's records as the run reports them: every complete shard (one definition of
-    complete, aggregate/completeness.py), nothing else."""
+    complete, rundir/completeness.py), nothing else."""
     from veribatch.aggregate.records import load_stage
 
     try:

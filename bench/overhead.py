@@ -22,13 +22,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from veribatch.aggregate.completeness import file_sha256, input_hash
-from veribatch.launch.instances import read_spans
 from veribatch.launch.manifest import create_or_reuse, load_manifest
 from veribatch.launch.resume_set import resume_set_for
 from veribatch.launch.run_control import ExecChoice, launch_run, plan_run
-from veribatch.launch.rundir import RunDir, atomic_write_json
 from veribatch.launch.status import run_state
+from veribatch.rundir.done import input_hash
+from veribatch.rundir.paths import RunDir, atomic_write_json
+from veribatch.rundir.shards import file_sha256, read_spans
 from veribatch.tasks.selftest import compute
 
 DATASETS = {12: "smoke", 100: "small", 1000: "large", 10000: "huge"}
@@ -72,7 +72,7 @@ def synthetic_run(root: Path, shards: int) -> RunDir:
             if kind < 6:
                 rd.records(stage, k).write_bytes(blob)
                 digest = file_sha256(rd.records(stage, k))
-                h = input_hash(manifest["identity"], stage, k, shards, spans[k], up)
+                h = input_hash(manifest.identity, stage, k, shards, spans[k], up)
                 rd.done(stage, k).write_text(json.dumps({
                     "input_hash": h, "output_sha256": digest, "parquet_bytes": len(blob),
                     "parquet_mtime_ns": rd.records(stage, k).stat().st_mtime_ns,

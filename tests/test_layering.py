@@ -42,6 +42,8 @@ def test_the_layering_holds() -> None:
     # a benchmark's tables read files: no verifier, even lazily
     ("tasks/refute/tables.py", "    from veribatch.verifiers import registry  # noqa\n",
      "a benchmark's tables read only files"),
+    # the run directory's format is the bottom layer: it reads no table machinery
+    ("rundir/completeness.py", "    from veribatch.aggregate import table  # noqa\n", "launch hosts the tasks"),
     # one benchmark never imports another
     ("tasks/refute/answer.py", "    from veribatch.tasks.invbench import answer  # noqa\n",
      "a benchmark never imports another"),

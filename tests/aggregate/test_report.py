@@ -18,6 +18,7 @@ from tests.support import cli
 from tests.support.browser import Browser, chromium_binary
 from veribatch.aggregate.history import append_night, night_rows
 from veribatch.aggregate.render import load_tables
+from veribatch.rundir.manifest import Manifest
 
 pytestmark = pytest.mark.slow  # one InvBench run and two selftest runs, shared by the module
 
@@ -35,7 +36,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         assert r.returncode == 0, r.stdout + r.stderr
     # a history of three nights of the InvBench run (the nightly appends exactly these rows)
     hist = tmp / "hist"
-    manifest = json.loads((runs / "inv" / "manifest.json").read_text())
+    manifest = Manifest.read(runs / "inv")
     for night in ("2026-04-01", "2026-04-02", "2026-04-03"):
         append_night(hist / "history.parquet", night_rows(
             suite="embedded", night=night, entry="invbench-reference", manifest=manifest,

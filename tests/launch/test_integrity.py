@@ -26,9 +26,9 @@ from veribatch.launch.locks import LockUnsupportedError, RunBusyError, run_lock
 from veribatch.launch.manifest import create_or_reuse, load_manifest
 from veribatch.launch.resume_set import resume_set_for
 from veribatch.launch.run_control import ExecChoice, launch_run, plan_run, resume_run
-from veribatch.launch.rundir import RunDir
 from veribatch.launch.shard_loop import run_shard
 from veribatch.launch.status import ShardState, run_state
+from veribatch.rundir.paths import RunDir
 
 
 def _edit_ledger_value(ledger, index: int, value: int) -> str:
@@ -172,7 +172,7 @@ def test_the_aggregate_job_of_an_incomplete_run_does_not_fail(tmp_path):
 ADD_MANY = """
 import sys
 from veribatch.launch.jobs import add_submissions
-from veribatch.launch.rundir import RunDir
+from veribatch.rundir.paths import RunDir
 for i in range(40):
     add_submissions(RunDir(sys.argv[1]), [{"stage": "work", "array_id": sys.argv[2] + str(i),
                                           "jobs": {"0": "1"}}])
@@ -293,7 +293,7 @@ def test_an_interrupted_plan_is_planned_again(tmp_path):
     (rd.root / ".instances.jsonl.tmp123").write_text("half")
     r = launch("selftest", "--runs-dir", str(tmp_path / "runs"), "-q")
     assert r.returncode == 0, r.stderr
-    assert load_manifest(rd)["run_id"] == plan.run_id
+    assert load_manifest(rd).run_id == plan.run_id
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("mine")
     r = launch("selftest", "--runs-dir", str(tmp_path), "--run-name", "foreign")

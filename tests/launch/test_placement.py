@@ -257,8 +257,8 @@ def test_a_smaller_generate_stage_than_verify_completes_on_slurm(slurm_cluster, 
     import time
 
     from veribatch.inference.tiny_model import build_tiny_qwen2
-    from veribatch.launch.rundir import RunDir
     from veribatch.launch.status import run_state
+    from veribatch.rundir.paths import RunDir
 
     model = build_tiny_qwen2(tmp_path / "model", max_train_s=3.0)  # what it answers is not tested
     runs = tmp_path / "runs"
@@ -377,7 +377,7 @@ def test_an_element_whose_shard_was_taken_runs_the_free_ones_and_leaves_it(tmp_p
     import threading
     import time
 
-    from veribatch.launch.rundir import RunDir
+    from veribatch.rundir.paths import RunDir
 
     rd, _ = create_or_reuse(plan_run("selftest", shards=4), tmp_path / "run")
     run = RunDir(rd.root)

@@ -32,8 +32,8 @@ from veribatch.launch.jobs import _expand
 from veribatch.launch.ledger import count_records
 from veribatch.launch.manifest import create_or_reuse
 from veribatch.launch.run_control import plan_run
-from veribatch.launch.rundir import RunDir
 from veribatch.launch.shard_loop import is_locked
+from veribatch.rundir.paths import RunDir
 
 # Waits that include time in the queue: generous, since a shared cluster may be busy.
 QUEUE_WAIT = 300

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .completeness import Completeness
+from veribatch.rundir.completeness import Completeness
+from veribatch.rundir.manifest import Manifest
+
 from .records import StageRecords, load_run
 from .render import to_markdown, write_table
 from .table import Metric, Table
@@ -26,26 +28,26 @@ class BuildResult:
     markdown: str = ""
 
 
-def summary_table(manifest: dict, stages: dict[str, StageRecords]) -> Table:
+def summary_table(manifest: Manifest, stages: dict[str, StageRecords]) -> Table:
     """Per stage: coverage, records, and the distribution of a `status` column if any."""
     rows = []
     for name, sr in stages.items():
-        row = {"stage": name, "shards": int(manifest["shards"]),
+        row = {"stage": name, "shards": manifest.shards,
                "shards_missing": len(sr.missing_shards), "covered": sr.covered,
                "missing": sr.missing, "records": len(sr.frame)}
         if "status" in sr.frame.columns:
             for status, n in sr.frame["status"].value_counts(dropna=False).items():
                 row[f"status={status}"] = int(n)
         rows.append(row)
-    return Table(key=f"summary_{manifest['config']['task']}",
-                 title=f"Run {manifest['run_id']}: records per stage",
+    return Table(key=f"summary_{manifest.task}",
+                 title=f"Run {manifest.run_id}: records per stage",
                  frame=pd.DataFrame(rows).fillna(0), index=("stage",),
                  metrics={"covered": Metric("count"),
                           "missing": Metric("count", higher_is_better=False)},
                  caption="covered/missing: instances with/without records in complete shards.")
 
 
-TablesFn = Callable[[Path, dict, dict[str, pd.DataFrame]], Iterable[Table]]
+TablesFn = Callable[[Path, Manifest, dict[str, pd.DataFrame]], Iterable[Table]]
 
 
 def build(run_dir: Path | str, formats: tuple[str, ...] = ("md", "csv"),

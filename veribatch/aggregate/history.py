@@ -40,6 +40,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from veribatch.rundir.manifest import Manifest
+
 from .table import Table
 
 SCHEMA = pa.schema([
@@ -69,15 +71,15 @@ def _row_label(row: Mapping[str, Any], index: tuple[str, ...], pos: int) -> str:
     return json.dumps(values, default=str)  # index order: the label reads like the row
 
 
-def night_rows(*, suite: str, night: str, entry: str, manifest: Mapping[str, Any],
+def night_rows(*, suite: str, night: str, entry: str, manifest: Manifest,
                tables: list[Table], reference_night: str, regress_exit: int,
                regressions: int) -> pd.DataFrame:
-    config = manifest.get("config") or {}
+    config = manifest.config
     common = {
-        "suite": suite, "night": night, "entry": entry, "run_id": str(manifest.get("run_id", "")),
+        "suite": suite, "night": night, "entry": entry, "run_id": manifest.run_id,
         "task": str(config.get("task", "")), "dataset": str(config.get("dataset", "")),
         "dataset_hash": str(config.get("dataset_hash", "")), "model": str(config.get("model") or ""),
-        "code_version": str(manifest.get("code_version", "")),
+        "code_version": manifest.code_version or "",
         "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "reference_night": reference_night, "regress_exit": regress_exit, "regressions": regressions,
     }

@@ -15,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from veribatch.rundir.manifest import Manifest
+
 # Keys that differ between any two runs by construction; never reported as a difference.
 ALWAYS_DIFFERENT = {"run_id", "created", "identity", "hostname", "run_dir"}
 
@@ -57,24 +59,24 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
-def provenance(run_dir: Path, manifest: Mapping[str, Any],
+def provenance(run_dir: Path, manifest: Manifest,
                stages: Mapping[str, pd.DataFrame] | None = None) -> dict[str, str]:
     """Flat, ordered mapping: identity of the run first, then its whole config."""
-    config = manifest.get("config") or {}
+    config = manifest.config
     last = _read_json(Path(run_dir) / "jobs.json").get("last_launch") or {}
     agg = _read_json(Path(run_dir) / "aggregate.json")
     out: dict[str, str] = {
-        "run_id": str(manifest.get("run_id", "")),
+        "run_id": manifest.run_id,
         "run_dir": str(run_dir),
-        "created": str(manifest.get("created", "")),
-        "code_version": str(manifest.get("code_version", "")),
-        "hostname": str(manifest.get("hostname", "")),
+        "created": manifest.created or "",
+        "code_version": manifest.code_version or "",
+        "hostname": manifest.hostname or "",
         "executor": str(last.get("executor") or ""),
         "cluster_profile": str(last.get("profile") or ""),
         "image_digest": image_digest(config),
         "model_revision": model_revisions(stages or {}),
         "aggregate": str(agg.get("status") or "not run"),
-        "instance_count": str(manifest.get("instance_count", "")),
+        "instance_count": "" if manifest.instance_count is None else str(manifest.instance_count),
     }
     flat: dict[str, str] = {}
     flatten("", config, flat)

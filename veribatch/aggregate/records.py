@@ -1,16 +1,15 @@
 """Merge the shard records of one stage into one DataFrame, with coverage.
 
-Only complete shards are read — complete as `aggregate/completeness.py` defines it for
+Only complete shards are read — complete as `veribatch.rundir.completeness` defines it for
 `status` and `resume` too: a DONE marker for the shard's current inputs (a stale
 downstream shard of a redone upstream is *not* complete, even with an intact file)
 and a records file matching its digest.  Anything else counts as missing, never as
-data.  `aggregate` reads files only: it shares the run-directory format with
-`launch` (docs/run-directory.md), not its code.
+data.  `aggregate` reads files only, through the run directory's one format module
+(`veribatch.rundir`, docs/run-directory.md), as `launch` writes them.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .completeness import (
-    Completeness,
-    check_instances_file,
-    read_shard_entries,
-    run_completeness,
-    task_stages,
-)
+from veribatch.rundir.completeness import Completeness, run_completeness
+from veribatch.rundir.instances import instance_ids
+from veribatch.rundir.manifest import Manifest
 
 
 @dataclass
@@ -44,33 +39,6 @@ class StageRecords:
         return len(self.expected) - self.covered
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    with open(run_dir / "manifest.json", encoding="utf-8") as f:
-        return json.load(f)
-
-
-def instance_ids(run_dir: Path, manifest: dict[str, Any] | None = None) -> list[str]:
-    """Every instance id of the run; an instance list that no longer matches the plan is
-    an error naming the file (an emptied file would otherwise read as "missing -24")."""
-    entries = read_shard_entries(run_dir)
-    problem = check_instances_file(run_dir, entries)
-    if problem:
-        raise ValueError(problem)
-    with open(run_dir / "instances.jsonl", "rb") as f:
-        return [json.loads(line)["id"] for line in f]
-
-
-def planned_instances(run_dir: Path, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The rows of the run's instance list (id, split, meta...), or None where the run
-    directory has none: task tables count what was planned — per split, per attribute —
-    so that an instance without records shows as missing, never as absent."""
-    path = Path(run_dir) / str(manifest.get("instances_file", "instances.jsonl"))
-    if not path.is_file():
-        return None
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def column(df: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
     """A column of merged records, or `default` on every row where no record has it (shards
     whose stage never wrote it, or every record of that kind refused before it)."""
@@ -81,7 +49,7 @@ def shard_table(run_dir: Path, stage: str, shard: int,
                 completeness: Completeness | None = None) -> pa.Table | None:
     """The shard's records, or None when it is not (verifiably) complete."""
     if completeness is None:
-        completeness = run_completeness(run_dir, read_manifest(run_dir))
+        completeness = run_completeness(run_dir, Manifest.read(run_dir))
     if stage not in completeness or not completeness[stage][shard].complete:
         return None
     try:
@@ -90,15 +58,15 @@ def shard_table(run_dir: Path, stage: str, shard: int,
         return None
 
 
-def load_stage(run_dir: Path, stage: str, manifest: dict[str, Any] | None = None,
+def load_stage(run_dir: Path, stage: str, manifest: Manifest | None = None,
                ids: list[str] | None = None, completeness: Completeness | None = None,
                ) -> StageRecords:
-    manifest = manifest or read_manifest(run_dir)
+    manifest = manifest or Manifest.read(run_dir)
     ids = ids if ids is not None else instance_ids(run_dir)
     if completeness is None:
         completeness = run_completeness(run_dir, manifest)
     frames, missing = [], []
-    for k in range(int(manifest["shards"])):
+    for k in range(manifest.shards):
         t = shard_table(run_dir, stage, k, completeness)
         if t is None:
             missing.append(k)
@@ -121,14 +89,14 @@ def _nullable(t: pa.DataType) -> Any:
 
 
 def load_run(run_dir: Path, completeness: Completeness | None = None,
-             ) -> tuple[dict[str, Any], dict[str, StageRecords]]:
+             ) -> tuple[Manifest, dict[str, StageRecords]]:
     """Manifest and the records of every stage's complete shards.  `completeness` (from
-    `aggregate.completeness.run_completeness`) saves a second digest pass when the caller
+    `veribatch.rundir.completeness.run_completeness`) saves a second digest pass when the caller
     has already checked the shards."""
     run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir)
+    manifest = Manifest.read(run_dir)
     ids = instance_ids(run_dir)
     if completeness is None:
         completeness = run_completeness(run_dir, manifest)
-    stages = [s["name"] for s in task_stages(manifest)]
+    stages = [s.name for s in manifest.task_stages]
     return manifest, {s: load_stage(run_dir, s, manifest, ids, completeness) for s in stages}

@@ -43,6 +43,9 @@ from typing import Any
 
 import pandas as pd
 
+from veribatch.rundir.manifest import Manifest
+from veribatch.rundir.paths import RunDir
+
 from . import stats
 from .provenance import differences, provenance
 from .records import StageRecords, load_run
@@ -231,20 +234,21 @@ def _near(t: float | None, limit: float | None, th: Thresholds) -> bool:
 @dataclass
 class _Side:
     root: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     records: dict[str, StageRecords]
     tables: list[Table]
     provenance: dict[str, str]
     shard_of: dict[str, int]
 
-    def stage_entry(self, name: str) -> dict[str, Any] | None:
-        return next((s for s in self.manifest.get("stages", []) if s.get("name") == name
-                     and s.get("added_by") != "launch"), None)
+    def stage_entry(self, name: str) -> Mapping[str, Any] | None:
+        """The task stage's manifest entry as written (its declared columns), or None."""
+        entry = self.manifest.task_stage(name)
+        return entry.raw if entry is not None else None
 
 
 def _load(run_dir: Path) -> _Side:
     run_dir = Path(run_dir)
-    if not (run_dir / "manifest.json").is_file():
+    if not RunDir(run_dir).manifest.is_file():
         raise RegressError(f"{run_dir}: not a run directory (no manifest.json)")
     try:
         manifest, records = load_run(run_dir)
@@ -255,7 +259,7 @@ def _load(run_dir: Path) -> _Side:
     except ValueError as e:
         raise RegressError(str(e)) from None
     ids = next(iter(records.values())).expected if records else []
-    shards = int(manifest.get("shards", 1))
+    shards = manifest.shards
     n = len(ids)
     shard_of = {}
     for k in range(shards):  # launch's contiguous split of the sorted ids (docs/run-directory.md)
@@ -480,9 +484,9 @@ def compare_table(bt: Table, ct: Table, th: Thresholds) -> tuple[list[CellChange
 # ---------------------------------------------------------------- the comparison
 
 
-def refusal(base: Mapping[str, Any], current: Mapping[str, Any]) -> str:
+def refusal(base: Manifest, current: Manifest) -> str:
     """Why two manifests' runs are not comparable ("" when they are)."""
-    bc, cc = base.get("config") or {}, current.get("config") or {}
+    bc, cc = base.config, current.config
     if bc.get("task") != cc.get("task"):
         return f"different tasks: {bc.get('task')!r} vs {cc.get('task')!r}"
     if bc.get("dataset_hash") != cc.get("dataset_hash"):

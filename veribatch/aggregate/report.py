@@ -22,6 +22,8 @@ from typing import Any
 
 import pandas as pd
 
+from veribatch.rundir.manifest import Manifest
+
 from .history import RUN_TABLE, read_history
 from .plots import plot_svg, trend_svg
 from .provenance import provenance
@@ -95,13 +97,13 @@ def _provenance_html(provs: list[dict[str, str]]) -> str:
     return f'<table class="prov"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>\n'
 
 
-def _what_ran(manifest: dict[str, Any]) -> str:
-    c = manifest.get("config") or {}
+def _what_ran(manifest: Manifest) -> str:
+    c = manifest.config
     model = c.get("model") or "no model (the task's reference arms)"
     bits = [f"task <b>{_esc(c.get('task'))}</b>", f"dataset {_esc(c.get('dataset'))}",
             f"model {_esc(model)}", f"strategy {_esc(c.get('strategy'))}",
             f"verifier {_esc(c.get('verifier'))}",
-            f"{_esc(manifest.get('instance_count'))} instance(s) in {_esc(c.get('shards'))} shard(s)"]
+            f"{_esc(manifest.instance_count)} instance(s) in {_esc(c.get('shards'))} shard(s)"]
     if c.get("limit"):
         bits.append(f"--limit {_esc(c.get('limit'))}")
     return " · ".join(bits)
@@ -145,7 +147,7 @@ def _run_sections(run_dir: Path, anchor: str) -> tuple[str, str, dict[str, str]]
         agg = {}
     status = agg.get("status", "not aggregated")
     missing = agg.get("missing_shards") or []
-    run_id = _esc(manifest.get("run_id"))
+    run_id = _esc(manifest.run_id)
     head = [f'<h2 id="{anchor}-headline">Run {run_id}</h2>\n',
             f'<p class="what">{_what_ran(manifest)}</p>\n',
             f'<p class="coverage"><span class="{"good" if status == "complete" else "bad"}">'

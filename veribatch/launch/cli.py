@@ -43,9 +43,10 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table as RichTable
 
+    from veribatch.rundir.paths import RunDir
+
     from .plan import Plan
     from .run_control import ExecChoice, LaunchOutcome
-    from .rundir import RunDir
     from .status import RunState
 
 SHARD_STATES = ("done", "running", "pending", "failed")
@@ -128,10 +129,10 @@ def _input_errors() -> tuple[type[BaseException], ...]:
     """Every package owns its "unknown name" error (tasks, engines, verifiers), since
     inference/ and verifiers/ import nothing of ours; imported only when something failed."""
     from veribatch.inference.errors import EngineError, UnknownEngineError
+    from veribatch.rundir.paths import RunDirError
     from veribatch.tasks.base import DatasetError, UnknownNameError
     from veribatch.verifiers.registry import UnknownToolError
 
-    from .instances import RunDirError
     from .locks import LockUnsupportedError
     from .manifest import RunConflictError
     from .plan import PlanError
@@ -419,7 +420,7 @@ def _status_table(st: RunState) -> RichTable:
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    t = RichTable(title=f"run {st.manifest['run_id']} ({st.rd.root})")
+    t = RichTable(title=f"run {st.manifest.run_id} ({st.rd.root})")
     for head in ("stage", "shards", "done", "running", "pending", "failed", "instances done"):
         t.add_column(head, justify="right" if head != "stage" else "left")
     for name, col in st.shards.items():
@@ -440,7 +441,7 @@ def _in_progress(st: RunState) -> bool:
 
 def _status_json(st: RunState) -> dict[str, Any]:
     return {
-        "run_id": st.manifest["run_id"], "run_dir": str(st.rd.root), "complete": st.complete,
+        "run_id": st.manifest.run_id, "run_dir": str(st.rd.root), "complete": st.complete,
         "stages": {name: {**{k: st.counts(name)[k] for k in SHARD_STATES}, "instances":
                           sum(s.instances for s in col),
                           "instances_done": sum(s.recorded for s in col)}

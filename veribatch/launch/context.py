@@ -8,9 +8,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from veribatch.rundir.paths import RunDir
 from veribatch.tasks.base import RunConfig
-
-from .rundir import RunDir
 
 LAUNCH_COLUMNS = ("instance_id", "stage", "shard")
 

@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from veribatch.aggregate.completeness import completeness_map, shards_fingerprint
+from veribatch.rundir.completeness import completeness_map, shards_fingerprint
+from veribatch.rundir.paths import RunDir, atomic_write_json, read_json
+from veribatch.rundir.shards import read_spans
 
-from .instances import read_spans
 from .manifest import load_manifest
-from .rundir import RunDir, atomic_write_json, read_json
 
 
 @dataclass
@@ -66,7 +66,7 @@ def aggregate_run(rd: RunDir, formats: tuple[str, ...] = ("md", "csv")) -> Aggre
     # pandas is imported here, not at start-up: `launch status` must stay fast.
     from veribatch.aggregate.build import build
 
-    result = build(rd.root, formats, comp, tables_fn=_tables_of(manifest["config"]["task"]))
+    result = build(rd.root, formats, comp, tables_fn=_tables_of(manifest.task))
     msg = (f"{len(missing)} shard(s) incomplete: {', '.join(missing[:10])}"
            + (" ..." if len(missing) > 10 else "")) if missing else ""
     atomic_write_json(rd.aggregate_status, {

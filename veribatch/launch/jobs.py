@@ -20,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from veribatch.rundir.paths import RunDir, atomic_write_json, read_json
+
 from .locks import file_lock
-from .rundir import RunDir, atomic_write_json, read_json
 
 
 @dataclass

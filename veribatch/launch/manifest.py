@@ -14,15 +14,25 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veribatch.rundir.manifest import Manifest
+from veribatch.rundir.paths import (
+    AGGREGATE_STAGE,
+    INSTANCES,
+    MANIFEST,
+    SHARDS,
+    RunDir,
+    RunDirError,
+    atomic_write_json,
+)
 from veribatch.tasks.base import RunConfig
 
-from .instances import RunDirError, write_instances
-from .rundir import AGGREGATE_STAGE, RunDir, atomic_write_json, read_json
+from .instances import write_instances
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -86,17 +96,17 @@ def build_manifest(plan: Plan) -> dict[str, Any]:
         "code_version": code_version(),
         "hostname": socket.gethostname(),
         "stages": stage_entries(plan),
-        "instances_file": "instances.jsonl",
+        "instances_file": INSTANCES,
         "instance_count": len(plan.instances),
-        "shards_file": "shards.json",
+        "shards_file": SHARDS,
         "shards": plan.shards,
     }
 
 
 # What an interrupted plan may leave behind (plus temp files of atomic writes, and the
 # lock and probe files of launch itself): such a directory is planned again, not refused.
-PLANNING_FILES = {"instances.jsonl", "shards.json", "launch.lock"}
-PLANNING_TEMP_PREFIXES = (".instances.jsonl.", ".shards.json.", ".manifest.json.", ".lockprobe-")
+PLANNING_FILES = {INSTANCES, SHARDS, "launch.lock"}
+PLANNING_TEMP_PREFIXES = (f".{INSTANCES}.", f".{SHARDS}.", f".{MANIFEST}.", ".lockprobe-")
 
 
 def _interrupted_plan(root: Path) -> bool:
@@ -111,10 +121,10 @@ def check_reusable(plan: Plan, root: Path) -> None:
     rd = RunDir(root)
     if rd.manifest.exists():
         old = load_manifest(rd)
-        if old["identity"] != plan.config.identity():
-            diff = _config_diff(old["config"], plan.config.to_json())
+        if old.identity != plan.config.identity():
+            diff = _config_diff(old.config, plan.config.to_json())
             raise RunConflictError(
-                f"run directory {root} belongs to run {old['run_id']} with a different "
+                f"run directory {root} belongs to run {old.run_id} with a different "
                 f"configuration ({diff}); nothing was overwritten — pick another --run-name "
                 f"or --runs-dir"
             )
@@ -150,29 +160,24 @@ def create_or_reuse(plan: Plan, root: Path) -> tuple[RunDir, bool]:
     return rd, True
 
 
-def _config_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+def _config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     return "differs in " + ", ".join(keys) if keys else "same fields, different identity"
 
 
-def load_manifest(rd: RunDir) -> dict[str, Any]:
+def load_manifest(rd: RunDir) -> Manifest:
     """Read and sanity-check a manifest; a hand-edited config no longer matches its identity."""
+    m = Manifest.read(rd)
     try:
-        m = read_json(rd.manifest)
         config = config_from_manifest(m)
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError) as e:
         raise RunDirError(f"{rd.manifest}: unreadable manifest ({e})") from None
-    if config.identity() != m.get("identity"):
+    if config.identity() != m.raw.get("identity"):
         raise RunDirError(f"{rd.manifest}: config does not hash to the recorded identity "
                           "(edited by hand?)")
     return m
 
 
-def config_from_manifest(m: dict[str, Any]) -> RunConfig:
+def config_from_manifest(m: Manifest) -> RunConfig:
     names = {f.name for f in fields(RunConfig)}
-    return RunConfig(**{k: v for k, v in m["config"].items() if k in names})
-
-
-def task_stage_entries(m: dict[str, Any]) -> list[dict[str, Any]]:
-    """The task's stages (without the aggregate stage launch adds)."""
-    return [s for s in m["stages"] if s["name"] != AGGREGATE_STAGE]
+    return RunConfig(**{k: v for k, v in m.config.items() if k in names})

@@ -32,13 +32,15 @@ from typing import Any
 
 import yaml
 
+from veribatch.rundir.manifest import Manifest
+from veribatch.rundir.paths import RunDir, atomic_write_json, read_json
+
 from .executors import executor_names
 from .executors.slurm import SubmitError
 from .finalize import aggregate_run
 from .jobs import latest_jobs, live_states
 from .lookup import find_yaml, search_dirs
 from .run_control import ExecChoice, launch_run, plan_run
-from .rundir import RunDir, atomic_write_json, read_json
 from .status import ACTIVE, run_state
 
 SUITES_ENV = "VERIBATCH_NIGHTLY_DIR"
@@ -317,7 +319,7 @@ def _compare(suite: Suite, night: str, run: SuiteRun, rd: RunDir, out: EntryOutc
         atomic_write_json(regress_dir / f"{run.name}.json", report.to_json())
         if report.refused:
             out.message = f"not comparable with night {ref[0]}: {report.refused}"
-    manifest = read_json(rd.manifest)
+    manifest = Manifest.read(rd)
     rows = night_rows(suite=suite.name, night=night, entry=run.name, manifest=manifest,
                       tables=load_tables(rd.root), reference_night=out.reference_night,
                       regress_exit=out.regress_exit, regressions=out.regressions)

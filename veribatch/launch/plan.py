@@ -17,10 +17,9 @@ from typing import Any
 
 from veribatch.inference.providers import ENGINE_OPTIONS, engine_options
 from veribatch.inference.registry import local_model_problem, parse_spec
+from veribatch.rundir.paths import AGGREGATE_STAGE
 from veribatch.tasks.base import Instance, RunConfig, Stage, Task, UnknownNameError
 from veribatch.tasks.sampling import check_sampling
-
-from .rundir import AGGREGATE_STAGE
 
 
 class PlanError(ValueError):

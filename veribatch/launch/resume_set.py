@@ -40,7 +40,7 @@ class ResumeSet:
 
 
 def resume_set_for(state: RunState) -> ResumeSet:
-    needs = {s["name"]: list(s["needs"]) for s in state.manifest["stages"]}
+    needs = {s.name: list(s.needs) for s in state.manifest.stages}
     rs = ResumeSet({stage: [] for stage in state.shards})
     chosen: set[Key] = set()
     by_key = {(s.stage, s.shard): s for col in state.shards.values() for s in col}

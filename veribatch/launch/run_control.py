@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veribatch.aggregate.completeness import task_stages
+from veribatch.rundir.manifest import Manifest
+from veribatch.rundir.paths import RunDir, read_json
 from veribatch.tasks.base import get_task
 
 from .executors import executor_class, executor_names
@@ -33,7 +34,7 @@ from .locks import RUNNING_LOCALLY, RunLock, is_locked, read_holder, require_loc
 from .manifest import RunConflictError, check_reusable, code_version, create_or_reuse, load_manifest
 from .plan import Plan, PlanError, make_config, make_plan
 from .resume_set import ResumeSet, resume_set_for
-from .rundir import RunDir, default_runs_dir, read_json
+from .rundir import default_runs_dir
 from .status import RunState, run_state
 
 if TYPE_CHECKING:  # rich and the executors' own modules are imported when a run really starts
@@ -82,11 +83,11 @@ class ExecChoice:
             raise ValueError(f"--gpu-shards must be at least 1, got {self.gpu_shards}")
         return executor_class(self.executor).check_choice(self, stages)
 
-    def executor_for(self, manifest: dict[str, Any], *, progress: bool = True,
+    def executor_for(self, manifest: Manifest, *, progress: bool = True,
                      console: Console | None = None) -> Executor:
         """The executor this choice names, built for the run of `manifest`."""
         return executor_class(self.executor).from_choice(
-            self, [s["resource"] for s in task_stages(manifest)], progress=progress,
+            self, [s.resource for s in manifest.task_stages], progress=progress,
             console=console)
 
 
@@ -176,9 +177,8 @@ def resume_run(rd: RunDir, choice: ExecChoice | None = None, *, progress: bool =
     choice = choice or last_choice(rd)
     manifest = load_manifest(rd)
     if not dry_run:
-        check_engine_installed(manifest.get("config", {}).get("model"))
-    choice.validate([(s["name"], s["resource"]) for s in manifest["stages"]
-                     if s.get("added_by") != "launch"])
+        check_engine_installed(manifest.model)
+    choice.validate([(s.name, s.resource) for s in manifest.task_stages])
     if dry_run:
         return _execute(rd, choice, None, created=False, progress=progress, console=console,
                         dry_run=True)
@@ -189,7 +189,7 @@ def resume_run(rd: RunDir, choice: ExecChoice | None = None, *, progress: bool =
 def _version_notes(state: RunState) -> list[str]:
     """A resume across code versions mixes their outputs: say so, with the counts."""
     now = code_version()
-    planned = state.manifest.get("code_version")
+    planned = state.manifest.code_version
     others = {v: n for v, n in state.code_versions.items() if v != now}
     if planned == now and not others:
         return []
@@ -205,7 +205,7 @@ def _execute(rd: RunDir, choice: ExecChoice, lock: RunLock | None, *, created: b
     manifest = load_manifest(rd)
     state = run_state(rd, deep=True)  # bit rot must be redone, not skipped
     todo = resume_set_for(state)
-    out = LaunchOutcome(rd, manifest["run_id"], created, todo, dry_run=dry_run)
+    out = LaunchOutcome(rd, manifest.run_id, created, todo, dry_run=dry_run)
     out.notes += [f"warning: {p}" for p in state.problems]
     if not created:
         out.notes += _version_notes(state)

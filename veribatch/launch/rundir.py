@@ -1,27 +1,18 @@
-"""Where everything of a run lives on disk, and how a `RUN` argument finds it.
+"""How a `RUN` argument finds its run directory: a path, or a run id / run name under the
+runs dir (`--runs-dir`, else $VERIBATCH_RUNS_DIR, else ./runs).
 
-The run directory is the single source of truth (DESIGN.md): no process needs to
-stay alive for `status`, `resume`, `logs` or `cancel` to work, from any shell on
-any node that sees the file system.  This module only names paths and does the
-two file-level primitives every writer here needs (atomic write, JSON read);
-what the files mean is documented in docs/run-directory.md.
+The directory's format itself is `veribatch.rundir`; this is launch's configuration of
+where runs live.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
-from functools import lru_cache
 from pathlib import Path
-from typing import Any
+
+from veribatch.rundir.paths import MANIFEST, RunDir
 
 RUNS_DIR_ENV = "VERIBATCH_RUNS_DIR"
-MANIFEST = "manifest.json"
-INSTANCES = "instances.jsonl"
-SHARDS = "shards.json"
-JOBS = "jobs.json"
-AGGREGATE_STAGE = "aggregate"
 
 
 class RunNotFoundError(FileNotFoundError):
@@ -30,122 +21,6 @@ class RunNotFoundError(FileNotFoundError):
 
 def default_runs_dir() -> Path:
     return Path(os.environ.get(RUNS_DIR_ENV, "runs"))
-
-
-@lru_cache(maxsize=1)
-def _umask() -> int:
-    """The process umask (reading it means setting it; done once, before any thread writes)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same directory + fsync + rename: readers see old or new, never half.
-
-    mkstemp creates the file 0600; it gets the mode any other new file would (0666 less the
-    umask), so a teammate in the group can read a shared run directory when the umask allows."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
-
-
-def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-class RunDir:
-    """Path arithmetic for one run directory (no I/O besides `exists` checks)."""
-
-    def __init__(self, root: Path | str) -> None:
-        self.root = Path(root)
-
-    def __repr__(self) -> str:
-        return f"RunDir({str(self.root)!r})"
-
-    @property
-    def manifest(self) -> Path:
-        return self.root / MANIFEST
-
-    @property
-    def instances(self) -> Path:
-        return self.root / INSTANCES
-
-    @property
-    def shards_file(self) -> Path:
-        return self.root / SHARDS
-
-    @property
-    def jobs(self) -> Path:
-        return self.root / JOBS
-
-    @property
-    def tables(self) -> Path:
-        return self.root / "tables"
-
-    @property
-    def slurm_logs(self) -> Path:
-        return self.root / "slurm"
-
-    @property
-    def aggregate_status(self) -> Path:
-        return self.root / "aggregate.json"
-
-    def stage_dir(self, stage: str) -> Path:
-        return self.root / "shards" / stage
-
-    def shard_dir(self, stage: str, shard: int) -> Path:
-        return self.root / "shards" / stage / str(shard)
-
-    # Files inside a shard directory.
-    def ledger(self, stage: str, shard: int) -> Path:
-        return self.shard_dir(stage, shard) / "ledger.jsonl"
-
-    def records(self, stage: str, shard: int) -> Path:
-        return self.shard_dir(stage, shard) / "records.parquet"
-
-    def stats(self, stage: str, shard: int) -> Path:
-        return self.shard_dir(stage, shard) / "stats.json"
-
-    def done(self, stage: str, shard: int) -> Path:
-        return self.shard_dir(stage, shard) / "DONE"
-
-    def error(self, stage: str, shard: int) -> Path:
-        return self.shard_dir(stage, shard) / "error.json"
-
-    def attempt(self, stage: str, shard: int) -> Path:
-        return self.shard_dir(stage, shard) / "attempt.json"
-
-    @property
-    def run_lock(self) -> Path:
-        return self.root / "launch.lock"
-
-    @property
-    def jobs_lock(self) -> Path:
-        return self.root / "jobs.json.lock"
-
-    def lock(self, stage: str, shard: int) -> Path:
-        return self.shard_dir(stage, shard) / "lock"
-
-    def log(self, stage: str, shard: int) -> Path:
-        return self.shard_dir(stage, shard) / "log.txt"
-
-    def scratch(self, stage: str, shard: int) -> Path:
-        return self.shard_dir(stage, shard) / "scratch"
 
 
 def resolve_run(run: str, runs_dir: Path | None = None) -> RunDir:

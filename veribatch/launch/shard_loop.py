@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,15 +39,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from veribatch.rundir.completeness import expected_input_hash
+from veribatch.rundir.done import check_output, read_done, write_done
+from veribatch.rundir.paths import RunDir, atomic_write_bytes, atomic_write_json, read_json
+from veribatch.rundir.shards import read_spans
 from veribatch.tasks.base import InstanceResult, get_task
 
 from .context import LAUNCH_COLUMNS, ShardContext
-from .done_marker import check_output, expected_input_hash, read_done, write_done
-from .instances import read_shard_instances, read_spans
+from .instances import read_shard_instances
 from .ledger import LedgerWriter, make_header, read_ledger
 from .locks import is_locked, try_lock
 from .manifest import code_version, config_from_manifest, load_manifest
-from .rundir import RunDir, atomic_write_bytes, atomic_write_json, read_json
 
 log = logging.getLogger("launch.shard")
 
@@ -284,11 +286,11 @@ def _run_locked(rd: RunDir, stage: str, shard: int,
     spans = read_spans(rd)
     if not 0 <= shard < len(spans):
         raise ShardError(f"shard {shard} out of range: run has {len(spans)} shards")
-    entry = next((s for s in manifest["stages"] if s["name"] == stage), None)
-    if entry is None or entry.get("added_by") == "launch":
-        raise ShardError(f"run {manifest['run_id']} has no task stage {stage!r}")
+    entry = manifest.task_stage(stage)
+    if entry is None:
+        raise ShardError(f"run {manifest.run_id} has no task stage {stage!r}")
     expected, why = expected_input_hash(rd, manifest, spans, stage, shard)
-    while expected is None and _upstream_running(rd, entry["needs"], shard):
+    while expected is None and _upstream_running(rd, entry.needs, shard):
         # Started before its upstream finished (an upstream run by another process, or a
         # job submitted behind one): wait for it rather than fail and need a second resume.
         log.info("%s/%s waits for its upstream, which is running: %s", stage, shard, why)
@@ -312,7 +314,7 @@ def _run_locked(rd: RunDir, stage: str, shard: int,
     ids = [i.id for i in instances]
     version = code_version()
     ledger = read_ledger(rd.ledger(stage, shard), ids, input_hash=expected,
-                         accept_headerless=not entry["needs"])
+                         accept_headerless=not entry.needs)
     if ledger.discarded:
         log.warning("ledger set aside as %s.stale, every instance is redone: %s",
                     rd.ledger(stage, shard).name, ledger.discarded)
@@ -368,7 +370,7 @@ def _run_locked(rd: RunDir, stage: str, shard: int,
                         time.monotonic() - t0)
 
 
-def _upstream_running(rd: RunDir, needs: list[str], shard: int) -> bool:
+def _upstream_running(rd: RunDir, needs: Sequence[str], shard: int) -> bool:
     return any(is_locked(rd.lock(need, shard)) for need in needs)
 
 

@@ -1,6 +1,6 @@
 """Run state from the run directory (the truth), with SLURM's live view as detail.
 
-A shard is `done` when it is complete (`aggregate/completeness.py`: the one definition
+A shard is `done` when it is complete (`rundir/completeness.py`: the one definition
 that resume and aggregation use too); `running` while a process holds its lock or
 SLURM says its job runs; `pending` when it never started, waits in the queue, or
 waits for an upstream shard (`blocked`: not a failure of its own, whatever it did
@@ -17,14 +17,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from veribatch.aggregate.completeness import ShardCompleteness, completeness_map, shards_fingerprint
+from veribatch.rundir.completeness import ShardCompleteness, completeness_map, shards_fingerprint
+from veribatch.rundir.manifest import Manifest
+from veribatch.rundir.paths import RunDir, read_json
+from veribatch.rundir.shards import ShardSpan, read_spans
 
-from .instances import ShardSpan, read_spans
 from .jobs import GONE, LIVE, latest_jobs, live_states, load_jobs
 from .ledger import count_records, read_header
 from .locks import is_locked
 from .manifest import load_manifest
-from .rundir import RunDir, read_json
 
 ACTIVE = LIVE
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"}
@@ -51,7 +52,7 @@ class ShardState:
 @dataclass
 class RunState:
     rd: RunDir
-    manifest: dict[str, Any]
+    manifest: Manifest
     shards: dict[str, list[ShardState]]
     aggregate: dict[str, Any] = field(default_factory=dict)
     aggregate_state: str = "not run"     # complete | partial | stale | not run
@@ -161,7 +162,7 @@ def aggregate_state(agg: dict[str, Any], fingerprint: str) -> str:
 
 def run_state(rd: RunDir, *, live: bool = True, deep: bool = False) -> RunState:
     """`deep` verifies every records file by digest (resume does; status checks sizes, and the
-    digest only of files touched since their DONE — see aggregate/completeness.py)."""
+    digest only of files touched since their DONE — see rundir/completeness.py)."""
     manifest = load_manifest(rd)
     spans: list[ShardSpan] = read_spans(rd, deep=deep)
     comp = completeness_map(rd.root, manifest, spans, deep=deep)
@@ -180,7 +181,7 @@ def run_state(rd: RunDir, *, live: bool = True, deep: bool = False) -> RunState:
     if agg_job:
         pending_jobs.append(agg_job)
     states = live_states(pending_jobs) if live and pending_jobs else {}
-    needs = {s["name"]: list(s["needs"]) for s in manifest["stages"]}
+    needs = {s.name: list(s.needs) for s in manifest.stages}
     out: dict[str, list[ShardState]] = {}
     versions: Counter[str] = Counter()
     for stage, col in comp.items():

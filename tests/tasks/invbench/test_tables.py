@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from veribatch.rundir.manifest import Manifest
 from veribatch.tasks.invbench.tables import build_tables, compare_runs, compare_verifiers
 
 
@@ -24,9 +25,10 @@ def _run(tmp_path: Path, ids: list[str], verify: list[dict], baseline: list[dict
     run_dir = tmp_path / "run"
     run_dir.mkdir(exist_ok=True)
     (run_dir / "instances.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
-    manifest = {"run_id": run_id, "instance_count": len(ids), "instances_file": "instances.jsonl",
-                "config": {"verifier": verifier, "verifier_version": "1.0", "model": "hf:/m",
-                           "options": {"budget_s": budget, "timeout_source": timeout_source}}}
+    manifest = Manifest.from_json({
+        "run_id": run_id, "instance_count": len(ids), "instances_file": "instances.jsonl",
+        "config": {"verifier": verifier, "verifier_version": "1.0", "model": "hf:/m",
+                   "options": {"budget_s": budget, "timeout_source": timeout_source}}})
     return run_dir, manifest, {"verify": pd.DataFrame(verify), "baseline": pd.DataFrame(baseline)}
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from veribatch.rundir.manifest import Manifest
 from veribatch.tasks.refute.tables import build_tables, compare_runs
 
 IDS = [f"refute/sample/P{k}" for k in range(10)]
@@ -30,7 +31,8 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 def _tables(run_dir: Path, records: list[dict], **config: object) -> dict:
-    manifest = {"instances_file": "instances.jsonl", "config": {"model": "m", **config}}
+    manifest = Manifest.from_json({"instances_file": "instances.jsonl",
+                                   "config": {"model": "m", **config}})
     return {t.key: t for t in build_tables(run_dir, manifest, {"judge": pd.DataFrame(records)})}
 
 

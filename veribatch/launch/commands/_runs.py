@@ -8,21 +8,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from veribatch.launch.rundir import resolve_run
+from veribatch.rundir.manifest import Manifest
 
 if TYPE_CHECKING:  # pandas is only needed when a command runs, not when `launch` starts
     import pandas as pd
 
     from veribatch.aggregate.table import Table
 
-LoadedRun = tuple[str, Path, dict[str, Any], dict[str, "pd.DataFrame"]]
+LoadedRun = tuple[str, Path, Manifest, dict[str, "pd.DataFrame"]]
 
 
-def stage_frames(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+def stage_frames(run_dir: Path) -> tuple[Manifest, dict[str, pd.DataFrame]]:
     """Manifest and merged records of the completed shards of every stage."""
     from veribatch.aggregate.records import load_run
 

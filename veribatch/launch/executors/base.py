@@ -1,7 +1,7 @@
 """The executor interface: run or submit a run's (stage, shard) pairs, then its aggregation.
 
 What a shard does, when it counts as done and what survives a crash are decided in
-`shard_loop.py` and `aggregate/completeness.py`; an executor only decides *where* and
+`shard_loop.py` and `rundir/completeness.py`; an executor only decides *where* and
 *when* `run_shard` is called.  So a local run and a SLURM run of the same plan produce the
 same records.
 
@@ -29,10 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from veribatch.aggregate.completeness import task_stages
-
-from ..instances import ShardSpan, read_spans
-from ..rundir import RunDir
+from veribatch.rundir.manifest import Manifest, StageEntry
+from veribatch.rundir.paths import RunDir
+from veribatch.rundir.shards import ShardSpan, read_spans
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -70,23 +69,23 @@ class Work:
     """What one submission must do, read once from the run directory for every backend."""
 
     rd: RunDir
-    manifest: dict[str, Any]
-    stages: list[dict[str, Any]]         # the task's stages, upstream first (no aggregate)
+    manifest: Manifest
+    stages: tuple[StageEntry, ...]       # the task's stages, upstream first (no aggregate)
     shards: dict[str, list[int]]         # stage → its shards to run, sorted (stages with some)
     spans: list[ShardSpan]               # per shard: its instances in instances.jsonl
     waiting_on: dict[Key, str]           # upstream shards not in `shards` that a live job
                                          # still runs or queues → that job
 
     @classmethod
-    def read(cls, rd: RunDir, manifest: dict[str, Any], todo: dict[str, list[int]],
+    def read(cls, rd: RunDir, manifest: Manifest, todo: dict[str, list[int]],
              waiting_on: dict[Key, str]) -> Work:
-        stages = task_stages(manifest)
-        shards = {s["name"]: sorted(todo[s["name"]]) for s in stages if todo.get(s["name"])}
+        stages = manifest.task_stages
+        shards = {s.name: sorted(todo[s.name]) for s in stages if todo.get(s.name)}
         return cls(rd, manifest, stages, shards, read_spans(rd), dict(waiting_on))
 
     @property
     def order(self) -> list[str]:
-        return [s["name"] for s in self.stages]
+        return [s.name for s in self.stages]
 
 
 class Executor(ABC):
@@ -120,7 +119,7 @@ class Executor(ABC):
         return []
 
     # --- the submission -----------------------------------------------------------------
-    def submit(self, rd: RunDir, manifest: dict[str, Any], todo: dict[str, list[int]],
+    def submit(self, rd: RunDir, manifest: Manifest, todo: dict[str, list[int]],
                *, aggregate: bool = True, waiting_on: dict[Key, str] | None = None,
                also_after: Sequence[str] = ()) -> SubmitResult:
         """Run or submit the shards in `todo` (stage → shards; stages upstream first), then,

@@ -16,8 +16,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from veribatch.rundir.paths import RunDir
+
 from ..locks import is_locked
-from ..rundir import RunDir
 from .requeue import resubmission, run_requeueable
 from .sbatch import ENGINE_REPLICAS_ENV
 

@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from veribatch.aggregate.completeness import completeness_map
+from veribatch.rundir.completeness import completeness_map
+from veribatch.rundir.paths import RunDir
 from veribatch.tasks.base import CPUS_ENV
 
 from ..ledger import count_lines
 from ..locks import RUNNING_LOCALLY, is_locked
-from ..rundir import RunDir
 from .base import Choice, Executor, Key, SubmitResult, Work
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class _Schedule:
     def __init__(self, work: Work, workers: int, cpus: dict[str, int],
                  start: Callable[[str, int, int], subprocess.Popen[bytes]], tally: _Tally) -> None:
         self.workers, self.cpus, self.start, self.tally = workers, cpus, start, tally
-        self.needs = {s["name"]: list(s["needs"]) for s in work.stages}
+        self.needs = {s.name: list(s.needs) for s in work.stages}
         self.waiting: list[Key] = [(st, k) for st, shards in work.shards.items() for k in shards]
         self.ours = set(self.waiting)
         self.running: dict[Key, subprocess.Popen[bytes]] = {}
@@ -327,10 +327,10 @@ class LocalExecutor(Executor):
         grants = {}
         for s in work.stages:
             asked = int(s.get("cpus_per_task", 1))
-            grants[s["name"]] = max(1, min(self.workers, asked))
-            if self.progress and asked > grants[s["name"]]:
-                self.console.print(f"[yellow]{s['name']}: asks for {asked} CPUs per shard; the "
-                                   f"local executor grants {grants[s['name']]} (its CPU "
+            grants[s.name] = max(1, min(self.workers, asked))
+            if self.progress and asked > grants[s.name]:
+                self.console.print(f"[yellow]{s.name}: asks for {asked} CPUs per shard; the "
+                                   f"local executor grants {grants[s.name]} (its CPU "
                                    "budget)[/]", highlight=False, markup=True)
         return grants
 

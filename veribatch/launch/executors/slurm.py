@@ -28,9 +28,11 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from veribatch.rundir.manifest import Manifest, StageEntry
+from veribatch.rundir.paths import RunDir
+
 from ..jobs import add_submissions, live_states, load_jobs
 from ..profiles import PartitionSpec, Profile
-from ..rundir import RunDir
 from ..sizing import is_sized, job_time, stage_units
 from ..status import QUEUED
 from .array_dependencies import Arrays, dependency_groups
@@ -124,17 +126,17 @@ class SlurmExecutor(Executor):
         states = live_states(ids)
         return [j for j in ids if states.get(j) in QUEUED]
 
-    def check_partitions(self, manifest: dict[str, Any]) -> None:
+    def check_partitions(self, manifest: Manifest) -> None:
         known = cluster_partitions()
         if known is None:
             raise SubmitError("SLURM is not reachable: `sinfo` failed (is SLURM_CONF set and "
                               "slurmctld up?)")
-        for st in manifest["stages"]:
-            spec = self.profile.for_resource(st["resource"], st["name"])
+        for st in manifest.stages:
+            spec = self.profile.for_resource(st.resource, st.name)
             if spec.partition and spec.partition not in known:
                 raise SubmitError(
                     f"profile {self.profile.name!r}: partition {spec.partition!r} (resource "
-                    f"{st['resource']}, stage {st['name']}) does not exist on this cluster; "
+                    f"{st.resource}, stage {st.name}) does not exist on this cluster; "
                     f"partitions: {', '.join(sorted(known))}")
 
     def run_stages(self, work: Work, result: SubmitResult) -> None:
@@ -151,27 +153,31 @@ class SlurmExecutor(Executor):
         limit = self.profile.max_array_size or max_array_size()
         arrays: Arrays = {}  # stage → [(elements, job id)]
         for st in work.stages:
-            if st["name"] in work.shards:
-                arrays[st["name"]] = self._submit_stage(work, st, arrays, limit, result)
+            if st.name in work.shards:
+                arrays[st.name] = self._submit_stage(work, st, arrays, limit, result)
 
-    def _submit_stage(self, work: Work, st: dict[str, Any], arrays: Arrays, limit: int,
+    def _submit_stage(self, work: Work, entry: StageEntry, arrays: Arrays, limit: int,
                       result: SubmitResult) -> list[tuple[list[list[int]], str]]:
-        """The arrays of one stage, each recorded as sbatch accepts it."""
-        rd, manifest, name = work.rd, work.manifest, st["name"]
-        spec = self.profile.for_resource(st["resource"], name)
-        units = stage_units(self.profile, manifest, st, work.shards[name], self.gpu_shards)
+        """The arrays of one stage, each recorded as sbatch accepts it.  Sizing reads the
+        stage's declared resources from its manifest entry as written (`raw`), as the cost
+        estimate does from a plan before the manifest exists."""
+        rd, manifest, name, st = work.rd, work.manifest, entry.name, dict(entry.raw)
+        config = dict(manifest.config)
+        spec = self.profile.for_resource(entry.resource, name)
+        units = stage_units(self.profile, dict(manifest.raw), st, work.shards[name],
+                            self.gpu_shards)
         per_element = max(sum(work.spans[k].count for k in u) for u in units)
-        minutes = _job_minutes(spec, per_element, st, manifest["config"], self.profile)
+        minutes = _job_minutes(spec, per_element, st, config, self.profile)
         job_name = f"vb-{rd.root.name}-{name}"
         submitted: list[tuple[list[list[int]], str]] = []
         arrays[name] = submitted  # elements of one stage never wait for each other
-        for part, dep in dependency_groups(units, st["needs"], arrays, work.waiting_on, limit):
+        for part, dep in dependency_groups(units, list(entry.needs), arrays, work.waiting_on, limit):
             several = any(len(u) > 1 for u in part)
             ex = self._executor(rd, job_name, spec, minutes, st, dep,
                                 self.profile.array_parallelism)
             # A grouped CPU stage's elements take each other's free shards at the end.
             steal = [k for u in part for k in u] if several and not is_sized(
-                st, manifest["config"]) else None
+                st, config) else None
             try:
                 jobs = ex.map_array(ShardJob(steal, minutes * 30.0), [_root(rd)] * len(part),
                                     [name] * len(part), part if several else [u[0] for u in part])
@@ -183,14 +189,14 @@ class SlurmExecutor(Executor):
                                   f"recorded in jobs.json: {done}") from e
             array_id = str(jobs[0].job_id).split("_")[0]
             submitted.append((part, array_id))
-            entry = {"stage": name, "array_id": array_id, "submitted": _now(),
+            record = {"stage": name, "array_id": array_id, "submitted": _now(),
                      "job_name": job_name, "dependency": dep, "partition": spec.partition,
                      "time_min": minutes, "profile": self.profile.name,
                      "jobs": {str(k): str(j.job_id) for u, j in zip(part, jobs, strict=True)
                               for k in u}}
             if several:  # element → its shards (`jobs` maps every shard to its element)
-                entry["elements"] = [list(u) for u in part]
-            self._record(rd, entry, result)
+                record["elements"] = [list(u) for u in part]
+            self._record(rd, record, result)
         return submitted
 
     def aggregate(self, work: Work, result: SubmitResult, after: list[str]) -> None:

@@ -33,6 +33,8 @@ from typing import Any
 import pandas as pd
 
 from veribatch.aggregate.table import Metric, Table
+from veribatch.rundir.instances import planned_instances
+from veribatch.rundir.manifest import Manifest
 from veribatch.tasks.cebench import dataset as cebench_dataset
 from veribatch.tasks.cebench.card import PAPER_NAMES, card_markdown, make_card
 
@@ -88,11 +90,8 @@ def _p(x: float | None) -> float | None:
 # ------------------------------------------------------------------ helpers
 
 
-def _expected_ids(run_dir: Path) -> list[str]:
-    path = run_dir / "instances.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()]
+def _expected_ids(run_dir: Path, manifest: Manifest) -> list[str]:
+    return [row["id"] for row in planned_instances(run_dir, manifest) or ()]
 
 
 def _col(df: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
@@ -142,18 +141,18 @@ def dataset_rows(collect: pd.DataFrame, label: pd.DataFrame) -> tuple[list[dict[
     return rows, programs
 
 
-def build_dataset(run_dir: Path, manifest: dict[str, Any],
+def build_dataset(run_dir: Path, manifest: Manifest,
                   stages: dict[str, pd.DataFrame]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Write ``RUN/dataset/`` from the build's records; returns the card and the rows."""
-    config = manifest.get("config") or {}
+    config = manifest.config
     collect, label = stages.get("collect", pd.DataFrame()), stages.get("label", pd.DataFrame())
     rows, programs = dataset_rows(collect, label)
-    expected = _expected_ids(run_dir)
+    expected = _expected_ids(run_dir, manifest)
     labelled = set(label["instance_id"]) if len(label) else set()
     missing = [i for i in expected if i not in labelled]
     meta = {
         "source": config.get("dataset"), "source_hash": config.get("dataset_hash"),
-        "run_id": manifest.get("run_id"), "code_version": manifest.get("code_version"),
+        "run_id": manifest.run_id, "code_version": manifest.code_version,
         "verifier": config.get("verifier"), "verifier_version": config.get("verifier_version"),
         "budget_s": (config.get("options") or {}).get("budget_s"),
         "collection": (config.get("versions") or {}).get("collection"),
@@ -329,10 +328,10 @@ def _judge_tables(judge: pd.DataFrame, expected: int, version: str) -> list[Tabl
     return tables
 
 
-def build_tables(run_dir: Path, manifest: dict[str, Any], stages: dict[str, pd.DataFrame]) -> list[Table]:
-    config = manifest.get("config") or {}
+def build_tables(run_dir: Path, manifest: Manifest, stages: dict[str, pd.DataFrame]) -> list[Table]:
+    config = manifest.config
     mode = (config.get("options") or {}).get("mode")
-    expected = _expected_ids(run_dir)
+    expected = _expected_ids(run_dir, manifest)
     if mode == "build":
         card, rows = build_dataset(run_dir, manifest, stages)
         label = stages.get("label", pd.DataFrame())
@@ -350,16 +349,16 @@ def build_tables(run_dir: Path, manifest: dict[str, Any], stages: dict[str, pd.D
     return _judge_tables(judge, len(expected), f"dataset {version}, hash {str(config.get('dataset_hash'))[:12]}")
 
 
-def compare_runs(runs: list[tuple[str, dict[str, Any], pd.DataFrame]]) -> list[Table]:
+def compare_runs(runs: list[tuple[str, Manifest, pd.DataFrame]]) -> list[Table]:
     """RQ1/RQ2 across evaluation runs: one row per run × (model, arm, strategy).  `runs` holds
     (label, manifest, judge frame); reference rows are shown once (from the first run)."""
     rows = []
     hashes = set()
     for i, (label, manifest, judge) in enumerate(runs):
-        hashes.add((manifest.get("config") or {}).get("dataset_hash"))
+        hashes.add(manifest.config.get("dataset_hash"))
         part = judge if i == 0 else judge[~judge["arm"].isin(REFERENCE_ARMS)]
         for r in _records(_arm_rows(part, ("model", "arm", "strategy"), None)):
-            rows.append({"run": label, "run_id": manifest.get("run_id"), **r})
+            rows.append({"run": label, "run_id": manifest.run_id, **r})
     caption = "Columns as in RQ1. Runs on different datasets are not comparable." if len(hashes) > 1 else \
         "Columns as in RQ1; all runs evaluate the same dataset (same content hash)."
     idx = ("run", "model", "arm", "strategy")

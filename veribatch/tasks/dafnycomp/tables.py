@@ -28,9 +28,11 @@ from typing import Any
 
 import pandas as pd
 
-from veribatch.aggregate.records import column, planned_instances
+from veribatch.aggregate.records import column
 from veribatch.aggregate.stats import pass_at_k
 from veribatch.aggregate.table import Metric, Plot, Table
+from veribatch.rundir.instances import planned_instances
+from veribatch.rundir.manifest import Manifest
 
 KS = (1, 2, 4, 8)
 REFERENCE_MODEL = "reference"
@@ -38,11 +40,11 @@ TABLE2_ORDER = ("specification_fragility", "implementation_proof_misalignment", 
                 "other", "cheat", "unchecked", "no_program")
 
 
-def _expected(run_dir: Path, manifest: dict[str, Any]) -> dict[int | None, int]:
+def _expected(run_dir: Path, manifest: Manifest) -> dict[int | None, int]:
     """Instances of the run per number of chained functions (instances.jsonl meta)."""
     planned = planned_instances(run_dir, manifest)
     if planned is None:
-        return {None: int(manifest.get("instance_count", 0))}
+        return {None: (manifest.instance_count or 0)}
     out: dict[int | None, int] = {}
     for row in planned:
         k = (row.get("meta") or {}).get("chain_length")
@@ -334,7 +336,7 @@ def table2(verify: pd.DataFrame, expected: int) -> list[Table]:
                  "errors": Metric("count", higher_is_better=False)})]
 
 
-def build_tables(run_dir: Path, manifest: dict[str, Any], stages: dict[str, pd.DataFrame]) -> list[Table]:
+def build_tables(run_dir: Path, manifest: Manifest, stages: dict[str, pd.DataFrame]) -> list[Table]:
     by_chain = _expected(run_dir, manifest)
     expected = sum(by_chain.values())
     tables = [strip_table(stages.get("strip", pd.DataFrame()), expected),

@@ -28,9 +28,11 @@ from typing import Any
 
 import pandas as pd
 
-from veribatch.aggregate.records import column, planned_instances
+from veribatch.aggregate.records import column
 from veribatch.aggregate.stats import geometric_mean
 from veribatch.aggregate.table import Metric, Plot, Table
+from veribatch.rundir.instances import planned_instances
+from veribatch.rundir.manifest import Manifest
 
 BUDGETS_S = (10.0, 100.0, 300.0, 600.0)  # the paper's Table 4/5 budgets
 SPLIT_TABLE = {"easy": "Table 2", "hard": "Table 3"}
@@ -50,19 +52,19 @@ TIMEOUT_SOURCES = {
 }
 
 
-def timeout_label(manifest: dict[str, Any]) -> str:
+def timeout_label(manifest: Manifest) -> str:
     """Where a run's decision timeouts came from, in words (every Table 2 row carries it)."""
-    config = manifest.get("config") or {}
+    config = manifest.config
     options = config.get("options") or {}
     source = str(options.get("timeout_source", "baseline"))
     text = TIMEOUT_SOURCES.get(source, source)
     return text.format(verifier=config.get("verifier", "verifier"), budget=float(options.get("budget_s", 600.0)))
 
 
-def _sampled(manifest: dict[str, Any]) -> bool:
+def _sampled(manifest: Manifest) -> bool:
     """Model arms come from sampled generations (`launch regress` tests their changes for
     significance); the reference arms are deterministic up to timing."""
-    return bool((manifest.get("config") or {}).get("model"))
+    return bool(manifest.config.get("model"))
 
 
 def _split_of(instance_id: str) -> str:
@@ -70,11 +72,11 @@ def _split_of(instance_id: str) -> str:
     return parts[1] if len(parts) >= 3 else "unknown"
 
 
-def _expected_by_split(run_dir: Path, manifest: dict[str, Any], seen: pd.Series) -> dict[str, int]:
+def _expected_by_split(run_dir: Path, manifest: Manifest, seen: pd.Series) -> dict[str, int]:
     planned = planned_instances(run_dir, manifest)
     if planned is None:  # fall back to the count in the manifest, all in the splits seen
         splits = sorted({_split_of(i) for i in seen}) or ["unknown"]
-        total = int(manifest.get("instance_count", len(seen)))
+        total = manifest.instance_count if manifest.instance_count is not None else len(seen)
         return {s: total if len(splits) == 1 else int((seen.map(_split_of) == s).sum()) for s in splits}
     out: dict[str, int] = {}
     for row in planned:
@@ -150,7 +152,7 @@ def _speedup_samples(rows: pd.DataFrame, key: dict[str, Any]) -> pd.DataFrame:
     return frame
 
 
-def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame) -> list[Table]:
+def _speedup_table(run_dir: Path, manifest: Manifest, verify: pd.DataFrame) -> list[Table]:
     rows = _instance_rows(verify)
     expected = _expected_by_split(run_dir, manifest, rows["instance_id"] if len(rows) else pd.Series([], dtype=str))
     tables = []
@@ -167,7 +169,7 @@ def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame
             out.append(r)
             samples.append(_speedup_samples(g, {k: r[k] for k in ("split", "model", "arm", "N")}))
         if not out:
-            out.append({"split": split, "model": (manifest.get("config") or {}).get("model") or "verifier-invariant",
+            out.append({"split": split, "model": manifest.config.get("model") or "verifier-invariant",
                         "covered": 0, "missing": expected[split]})
         name = SPLIT_TABLE.get(split, "Table 2/3")
         tables.append(Table(
@@ -208,9 +210,9 @@ def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame
     return tables
 
 
-def _solved_table(run_dir: Path, manifest: dict[str, Any], baseline: pd.DataFrame,
+def _solved_table(run_dir: Path, manifest: Manifest, baseline: pd.DataFrame,
                   verify: pd.DataFrame) -> list[Table]:
-    config = manifest.get("config") or {}
+    config = manifest.config
     budget = float((config.get("options") or {}).get("budget_s", 600.0))
     budgets = [b for b in BUDGETS_S if b <= budget] + ([budget] if budget not in BUDGETS_S else [])
     rows = _instance_rows(verify)
@@ -264,12 +266,12 @@ def _baseline_rows(baseline: pd.DataFrame) -> pd.DataFrame:
     return base
 
 
-def verifier_rows(label: str, manifest: dict[str, Any], baseline: pd.DataFrame, verify: pd.DataFrame,
+def verifier_rows(label: str, manifest: Manifest, baseline: pd.DataFrame, verify: pd.DataFrame,
                   split: str, expected: int, *, reference: bool = True) -> list[dict[str, Any]]:
     """The paper's Table 4 rows of one run and split: the dataset's reference times (once),
     the run's baseline verifier, and the run's arm.  A budget beyond what was measured
     (the run's budget_s, for its baseline) is None, never a guess."""
-    config = manifest.get("config") or {}
+    config = manifest.config
     budget = float((config.get("options") or {}).get("budget_s", 600.0))
     base = _baseline_rows(baseline)
     b = base[base["split"] == split] if len(base) else base
@@ -316,12 +318,12 @@ TABLE4_CAPTION = (
 TABLE4_METRICS = {f"solved_{t:g}s": Metric("count", unit="instances") for t in BUDGETS_S}
 
 
-def _verifiers_table(run_dir: Path, manifest: dict[str, Any], baseline: pd.DataFrame,
+def _verifiers_table(run_dir: Path, manifest: Manifest, baseline: pd.DataFrame,
                      verify: pd.DataFrame) -> list[Table]:
     seen = pd.concat([_baseline_rows(baseline)["instance_id"] if len(baseline) else pd.Series([], dtype=str),
                       _instance_rows(verify)["instance_id"] if len(verify) else pd.Series([], dtype=str)])
     expected = _expected_by_split(run_dir, manifest, seen)
-    label = str(manifest.get("run_id", run_dir.name))
+    label = str(manifest.run_id or run_dir.name)
     return [Table(key=f"table4_verifiers_{split}",
                   title=f"Table 4: solved instances per verifier under time budgets ({split} split)",
                   frame=pd.DataFrame(verifier_rows(label, manifest, baseline, verify, split, expected[split])),
@@ -330,7 +332,7 @@ def _verifiers_table(run_dir: Path, manifest: dict[str, Any], baseline: pd.DataF
             for split in sorted(expected)]
 
 
-def compare_verifiers(runs: list[tuple[str, Path, dict[str, Any], dict[str, pd.DataFrame]]]) -> Table:
+def compare_verifiers(runs: list[tuple[str, Path, Manifest, dict[str, pd.DataFrame]]]) -> Table:
     """The paper's Table 4 over any number of runs: each run's baseline verifier and arm, and
     the dataset's reference times once per split, one row each."""
     out: list[dict[str, Any]] = []
@@ -352,10 +354,10 @@ SPEEDUP_BINS = (0.0, 0.5, 1.0, 1.5, 2.0, 5.0, float("inf"))
 BUDGET_GRID_S = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 60.0, 100.0, 300.0, 600.0)
 
 
-def _distribution_tables(run_dir: Path, manifest: dict[str, Any], baseline: pd.DataFrame,
+def _distribution_tables(run_dir: Path, manifest: Manifest, baseline: pd.DataFrame,
                          verify: pd.DataFrame) -> list[Table]:
     """The data behind the two plots: speedup distribution and solved-vs-budget curves."""
-    config = manifest.get("config") or {}
+    config = manifest.config
     budget = float((config.get("options") or {}).get("budget_s", 600.0))
     rows = _instance_rows(verify)
     expected = _expected_by_split(run_dir, manifest, rows["instance_id"] if len(rows) else pd.Series([], dtype=str))
@@ -402,7 +404,7 @@ def _distribution_tables(run_dir: Path, manifest: dict[str, Any], baseline: pd.D
     return tables
 
 
-def build_tables(run_dir: Path, manifest: dict[str, Any], stages: dict[str, pd.DataFrame]) -> list[Table]:
+def build_tables(run_dir: Path, manifest: Manifest, stages: dict[str, pd.DataFrame]) -> list[Table]:
     """All InvBench tables of one run (the distribution tables declare their plots, which
     `launch report` draws)."""
     baseline = stages.get("baseline", pd.DataFrame())
@@ -413,7 +415,7 @@ def build_tables(run_dir: Path, manifest: dict[str, Any], stages: dict[str, pd.D
     return tables
 
 
-def compare_runs(runs: list[tuple[str, Path, dict[str, Any], dict[str, pd.DataFrame]]]) -> Table:
+def compare_runs(runs: list[tuple[str, Path, Manifest, dict[str, pd.DataFrame]]]) -> Table:
     """Table 6/7: the Table 2 columns of several runs, one row per run × split.
 
     `runs` holds (label, run_dir, manifest, stage frames) — e.g. base and fine-tuned."""
@@ -421,7 +423,7 @@ def compare_runs(runs: list[tuple[str, Path, dict[str, Any], dict[str, pd.DataFr
     for label, run_dir, manifest, stages in runs:
         for t in _speedup_table(run_dir, manifest, stages.get("verify", pd.DataFrame())):
             for row in t.frame.to_dict("records"):
-                out.append({"run": label, "run_id": manifest.get("run_id"), **row})
+                out.append({"run": label, "run_id": manifest.run_id, **row})
     frame = pd.DataFrame(out)
     ns = set(frame["N"].dropna()) if "N" in frame else set()
     models = set(frame["model"].dropna()) if "model" in frame else set()

@@ -27,9 +27,10 @@ from typing import Any
 
 import pandas as pd
 
-from veribatch.aggregate.records import planned_instances
 from veribatch.aggregate.stats import mean_pass_at_k, wilson_interval
 from veribatch.aggregate.table import Metric, Plot, Table
+from veribatch.rundir.instances import planned_instances
+from veribatch.rundir.manifest import Manifest
 
 BUCKET_ATTRS = ("problem_rating", "author_rating", "fail_tc")
 VALIDATION_REASONS = ("generator_compile_error", "generator_crash",
@@ -363,11 +364,11 @@ def filter_table(att: pd.DataFrame, expected_ids: list[str]) -> Table:
     )
 
 
-def build_tables(run_dir: Path, manifest: dict[str, Any], frames: dict[str, pd.DataFrame]) -> list[Table]:
+def build_tables(run_dir: Path, manifest: Manifest, frames: dict[str, pd.DataFrame]) -> list[Table]:
     ids = [row["id"] for row in planned_instances(run_dir, manifest) or ()]
-    expected = len(ids) or int(manifest.get("instance_count", 0))
+    expected = len(ids) or (manifest.instance_count or 0)
     att = attempts(frames)
-    config = manifest.get("config") or {}
+    config = manifest.config
     sampled = bool(config.get("model"))
     tables = [success_table(att, expected, sampled=sampled)]
     if att.empty:
@@ -394,7 +395,7 @@ def build_tables(run_dir: Path, manifest: dict[str, Any], frames: dict[str, pd.D
     return tables
 
 
-def compare_runs(loaded: list[tuple[str, dict[str, Any], dict[str, pd.DataFrame]]]) -> list[Table]:
+def compare_runs(loaded: list[tuple[str, Manifest, dict[str, pd.DataFrame]]]) -> list[Table]:
     """Success, overlap, distinct invalidated submissions and pooled rating buckets across
     runs (e.g. one run per strategy): rows keyed by model × arm."""
     frames = []

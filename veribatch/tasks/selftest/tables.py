@@ -4,25 +4,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from veribatch.aggregate.table import Metric, Table
+from veribatch.rundir.instances import planned_instances
+from veribatch.rundir.manifest import Manifest
 
 
-def build_tables(run_dir: Path, manifest: dict[str, Any],
+def build_tables(run_dir: Path, manifest: Manifest,
                  stages: dict[str, pd.DataFrame]) -> list[Table]:
-    with open(run_dir / "instances.jsonl", "rb") as f:
-        expected = sum(1 for _ in f)
+    expected = len(planned_instances(run_dir, manifest) or ())
     work = stages.get("work", pd.DataFrame(columns=["instance_id", "status"]))
     check = stages.get("check", pd.DataFrame(columns=["instance_id", "verdict"]))
     verdicts = check["verdict"].value_counts() if "verdict" in check else pd.Series(dtype=int)
     statuses = work["status"].value_counts() if "status" in work else pd.Series(dtype=int)
     covered = int(check["instance_id"].nunique()) if len(check) else 0
     row = {
-        "dataset": manifest["config"]["dataset"],
-        "options": json.dumps(manifest["config"]["options"], sort_keys=True),
+        "dataset": manifest.config["dataset"],
+        "options": json.dumps(manifest.config["options"], sort_keys=True),
         "work_ok": int(statuses.get("ok", 0)), "work_error": int(statuses.get("error", 0)),
         "agree": int(verdicts.get("agree", 0)), "disagree": int(verdicts.get("disagree", 0)),
         "no_value": int(verdicts.get("no-value", 0)),
