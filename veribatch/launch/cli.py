@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 SHARD_STATES = ("done", "running", "pending", "failed")
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INPUT, EXIT_CLUSTER, EXIT_IN_PROGRESS = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
-BUILTIN = ("status", "resume", "logs", "cancel", "aggregate")
 
 
 class _LazyConsole:
@@ -641,15 +640,6 @@ def main() -> None:
     except KeyboardInterrupt:
         interrupted()
         sys.exit(EXIT_INTERRUPTED)
-
-
-def __getattr__(name: str) -> Any:
-    # `from launch.cli import get_task` (old callers) without importing tasks at start-up.
-    if name == "get_task":
-        from veribatch.tasks.base import get_task
-
-        return get_task
-    raise AttributeError(name)
 
 
 __all__ = ["app", "main"]
