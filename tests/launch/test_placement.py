@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tests.support.cli import launch
-from veribatch.launch.cost import describe, estimate
 from veribatch.launch.executors.array_dependencies import dependency_groups
+from veribatch.launch.executors.cost import describe, estimate
 from veribatch.launch.executors.element import ShardJob
 from veribatch.launch.executors.slurm import SlurmExecutor
 from veribatch.launch.manifest import build_manifest, create_or_reuse

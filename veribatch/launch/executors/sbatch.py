@@ -1,7 +1,7 @@
 """What sbatch receives for one array, and what the cluster allows.
 
 `sbatch_parameters` is the one place an array's submitit parameters are computed:
-submission (`executors.slurm`) and `--dry-run` (`launch.cost`) both call it, so the
+submission (`executors.slurm`) and `--dry-run` (`executors.cost`) both call it, so the
 dry run's table is what sbatch gets.
 """
 

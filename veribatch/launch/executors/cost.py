@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .profiles import Profile
-from .sizing import element_estimate, is_sized, job_time, size_stage, stage_units
+from ..profiles import Profile
+from ..sizing import element_estimate, is_sized, job_time, size_stage, stage_units
 
 
 @dataclass(frozen=True)
