@@ -42,6 +42,11 @@ def test_the_layering_holds() -> None:
     # a benchmark's tables read files: no verifier, even lazily
     ("tasks/refute/tables.py", "    from veribatch.verifiers import registry  # noqa\n",
      "a benchmark's tables read only files"),
+    # a command prints and exits through launch.console, not the host's module
+    ("tasks/cebench/cli.py", "    from veribatch.launch.cli import out  # noqa\n",
+     "never through the CLI host"),
+    ("launch/commands/report.py", "    from veribatch.launch import cli  # noqa\n",
+     "never through the CLI host"),
     # one benchmark never imports another
     ("tasks/refute/answer.py", "    from veribatch.tasks.invbench import answer  # noqa\n",
      "a benchmark never imports another"),
