@@ -21,6 +21,10 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+# The default verification budget, in seconds, of one query: InvBench's (the paper's 600 s
+# UAutomizer budget), and a `Limits` that names no wall limit.
+DEFAULT_WALL_S = 600.0
+
 
 class Status(StrEnum):
     TRUE = "TRUE"        # property holds (program safe / all obligations proved)
@@ -45,7 +49,7 @@ class Limits:
     in CPU seconds is stopped at ~50-70 % of the wall budget it was given.  Whoever needs a
     CPU cap — the judge running untrusted programs — passes `cpu_s` explicitly."""
 
-    wall_s: float = 600.0
+    wall_s: float = DEFAULT_WALL_S
     cpu_s: float | None = None
     memory_mb: int = 8192
 

@@ -17,6 +17,7 @@ from veribatch.tasks.base import DatasetError, Instance, RunConfig, Stage, Task,
 from veribatch.tasks.invbench import data
 from veribatch.tasks.sampling import model_run_sampling, resolve_samples
 from veribatch.tasks.verifier import AcceptedVerifiers
+from veribatch.verifiers.result import DEFAULT_WALL_S
 
 SPLIT_FOLDERS = {"Easy": "easy", "Hard": "hard", "Programs": "training"}
 
@@ -67,7 +68,7 @@ class InvBenchTask(Task):
 
     def default_options(self) -> dict[str, Any]:
         return {
-            "budget_s": 600.0,  # verifier budget of the baseline (and fallback decision timeout)
+            "budget_s": DEFAULT_WALL_S,  # verifier budget of the baseline (and fallback decision timeout)
             "n_samples": 1,  # Best-of-N: 16 (temperature then defaults to 0.7)
             # decision timeouts: this run's baseline solve time | the paper's, upstream's
             # recorded UAutomizer time (timing.json, pinned) | the budget
