@@ -73,7 +73,7 @@ class InvBenchTask(Task):
             # decision timeouts: this run's baseline solve time | the paper's, upstream's
             # recorded UAutomizer time (timing.json, pinned) | the budget
             "timeout_source": "baseline",
-            "memory_mb": None,  # per query; None: the verifier's default (uautomizer 16384, else 4096)
+            "memory_mb": None,  # per query; None: the verifier's declared memory (resolved at plan)
             "cpu_limit_s": None,  # per query; None: no CPU-time cap (the benchmark is wall-clock)
             # §5.4 arm (no --model): invariants of the run's own baseline | upstream's
             # Training/invariants.json (UAutomizer's, the paper's setting; training split only)
