@@ -47,6 +47,9 @@ def test_the_layering_holds() -> None:
      "never through the CLI host"),
     ("launch/commands/report.py", "    from veribatch.launch import cli  # noqa\n",
      "never through the CLI host"),
+    # REFUTE uses the judge's public interface, not its internals
+    ("tasks/refute/search.py", "    from veribatch.verifiers.judge.sandbox import Sandbox  # noqa\n",
+     "only through its public interface"),
     # one benchmark never imports another
     ("tasks/refute/answer.py", "    from veribatch.tasks.invbench import answer  # noqa\n",
      "a benchmark never imports another"),

@@ -97,9 +97,9 @@ def probe_cmd(
     sandbox: Annotated[str, typer.Option(help="auto | bwrap | apptainer | unsafe")] = "auto",
 ) -> None:
     """Which sandbox this node offers for model-written code (exit 1 when none)."""
-    from veribatch.verifiers.judge.__main__ import main
+    from veribatch.verifiers.judge import probe
 
-    raise typer.Exit(main(["--probe", "--sandbox", sandbox]))
+    raise typer.Exit(probe(sandbox))
 
 
 def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:
