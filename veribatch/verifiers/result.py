@@ -59,8 +59,8 @@ class Limits:
         return math.inf if self.cpu_s is None else float(self.cpu_s)
 
     def key(self) -> dict[str, Any]:
-        # None and inf are one limit (none); a cap stored before this rule (None then meant
-        # "the wall limit") has another key, so it never answers an uncapped query.
+        # None and inf are one limit (none), keyed as inf: an uncapped query is answered only
+        # by a record made without a CPU cap, never by one whose cap was a number.
         return {"wall_s": self.wall_s, "cpu_s": self.cpu_cap, "memory_mb": self.memory_mb}
 
 
