@@ -44,6 +44,14 @@ def test_the_layering_holds() -> None:
      "a benchmark's tables read only files"),
     # the run directory's format is the bottom layer: it reads no table machinery
     ("rundir/completeness.py", "    from veribatch.aggregate import table  # noqa\n", "launch hosts the tasks"),
+    # a command prints and exits through launch.console, not the host's module
+    ("tasks/cebench/cli.py", "    from veribatch.launch.cli import out  # noqa\n",
+     "never through the CLI host"),
+    ("launch/commands/report.py", "    from veribatch.launch import cli  # noqa\n",
+     "never through the CLI host"),
+    # REFUTE uses the judge's public interface, not its internals
+    ("tasks/refute/search.py", "    from veribatch.verifiers.judge.sandbox import Sandbox  # noqa\n",
+     "only through its public interface"),
     # one benchmark never imports another
     ("tasks/refute/answer.py", "    from veribatch.tasks.invbench import answer  # noqa\n",
      "a benchmark never imports another"),

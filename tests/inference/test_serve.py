@@ -28,7 +28,8 @@ from veribatch.inference.serve_job import (
     vllm_serve_command,
     wait_for_endpoint,
 )
-from veribatch.launch.commands.serve import build_sbatch_script, gres_for
+from veribatch.launch.commands.serve import build_sbatch_script
+from veribatch.launch.executors.sbatch import gres_for
 from veribatch.launch.profiles import load_profile
 
 HAS_VLLM = __import__("importlib").util.find_spec("vllm") is not None
@@ -226,3 +227,29 @@ def test_serve_job_on_the_real_slurm_cluster(slurm_cluster: dict[str, str], tmp_
         time.sleep(0.5)
     else:
         pytest.fail(f"serve job {job} still in squeue after serve-stop")
+
+
+def test_a_line_break_in_a_value_never_becomes_a_shell_line(tmp_path: Path, cluster_profile: Path) -> None:
+    """Every ``#SBATCH`` value passes the one writer's check (`executors.sbatch.sbatch_value`):
+    a line break would end the directive and run the rest as a shell line in the job."""
+    from veribatch.launch.executors.sbatch import SbatchValueError, sbatch_parameters
+
+    injected = tmp_path / "evil.yaml"
+    injected.write_text(PROFILE.replace("account: proj-verif-123", 'account: "x\\ntouch /tmp/pwned"'))
+    with pytest.raises(SbatchValueError, match="control character"):
+        build_sbatch_script(tmp_path, "hf:/m", load_profile(str(injected)))
+    r = launch("serve", "hf:/m", "--profile", str(cluster_profile), "--run-dir", str(tmp_path / "a\nb"),
+               "--dry-run")
+    assert r.returncode == 2 and "control character" in r.stderr and "#SBATCH" not in r.stdout, r
+    assert not (tmp_path / "a\nb").exists()
+    # a blank in a path is one quoted argument (sbatch reads "..." as one), not a cut
+    spaced = build_sbatch_script(tmp_path / "a b", "hf:/m", load_profile(str(cluster_profile)))
+    assert f'#SBATCH --output="{(tmp_path / "a b").resolve()}/serve-%j.log"' in spaced.splitlines()
+    # the arrays' parameters (a run name in the job name) pass the same check
+    profile = load_profile(str(cluster_profile))
+    stage = {"cpus_per_task": 1, "mem_gb": 1, "gpus_per_task": 0, "resource": "cpu"}
+    ok = sbatch_parameters(profile, profile.for_resource("cpu", "s"), stage, 10, job_name="vb-run-s")
+    assert ok["job_name"] == "vb-run-s"
+    with pytest.raises(SbatchValueError):
+        sbatch_parameters(profile, profile.for_resource("cpu", "s"), stage, 10,
+                          job_name="vb-x\n#SBATCH --account=other-s")

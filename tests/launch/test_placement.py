@@ -19,8 +19,8 @@ import pytest
 from tests.support.cli import launch
 from tests.support.plugins import install
 from veribatch import registry as plugins
-from veribatch.launch.cost import describe, estimate
 from veribatch.launch.executors.array_dependencies import dependency_groups
+from veribatch.launch.executors.cost import describe, estimate
 from veribatch.launch.executors.element import ShardJob
 from veribatch.launch.executors.slurm import SlurmExecutor
 from veribatch.launch.manifest import build_manifest, create_or_reuse

@@ -69,10 +69,6 @@ def load_jobs(rd: RunDir) -> JobsFile:
     return out
 
 
-def read_jobs(rd: RunDir) -> dict[str, Any]:
-    return load_jobs(rd).data
-
-
 def update_jobs(rd: RunDir, change: Callable[[dict[str, Any]], None]) -> None:
     """Read-modify-write jobs.json under its lock (malformed entries are kept as they are)."""
     with file_lock(rd.jobs_lock):
@@ -178,8 +174,3 @@ def live_states(job_ids: list[str]) -> dict[str, str]:
             elif states.get(j) in LIVE:
                 states[j] = GONE
     return states
-
-
-def queue_available() -> bool:
-    return _run(["squeue", "-h", "-o", "%i", "-u", "root"]) is not None or \
-        _run(["squeue", "-h", "-o", "%i"]) is not None

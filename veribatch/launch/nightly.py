@@ -39,7 +39,7 @@ from .executors import executor_names
 from .executors.slurm import SubmitError
 from .finalize import aggregate_run
 from .jobs import latest_jobs, live_states
-from .lookup import find_yaml, search_dirs
+from .lookup import checked_keys, find_yaml, search_dirs
 from .run_control import ExecChoice, launch_run, plan_run
 from .status import ACTIVE, run_state
 
@@ -104,30 +104,20 @@ def find_suite(name: str) -> Path:
     return path
 
 
-def _keys(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        raise SuiteError(f"{where}: expected a mapping, got {type(obj).__name__}")
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        raise SuiteError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                         f"allowed: {', '.join(sorted(allowed))}")
-    return obj
-
-
 def load_suite(name: str, history: Path | None = None) -> Suite:
     path = find_suite(name)
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
         raise SuiteError(f"{path}: not valid YAML ({e})") from None
-    data = _keys(data, TOP_KEYS, str(path))
+    data = checked_keys(data, TOP_KEYS, str(path), SuiteError)
     runs_raw = data.get("runs")
     if not isinstance(runs_raw, list) or not runs_raw:
         raise SuiteError(f"{path}: 'runs' must be a non-empty list of task runs")
     runs, seen = [], set()
     for i, r in enumerate(runs_raw):
         where = f"{path}: runs[{i}]"
-        r = _keys(r, RUN_KEYS, where)
+        r = checked_keys(r, RUN_KEYS, where, SuiteError)
         for req in ("name", "task"):
             if not r.get(req):
                 raise SuiteError(f"{where}: '{req}' is required")
@@ -141,7 +131,7 @@ def load_suite(name: str, history: Path | None = None) -> Suite:
                              model=r.get("model"), options=dict(r.get("options") or {}),
                              sampling=dict(r.get("sampling") or {}), shards=int(r.get("shards", 1)),
                              limit=r.get("limit"), strategy=r.get("strategy"), verifier=r.get("verifier")))
-    thresholds = _keys(data.get("thresholds") or {}, THRESHOLD_KEYS, f"{path}: thresholds")
+    thresholds = checked_keys(data.get("thresholds") or {}, THRESHOLD_KEYS, f"{path}: thresholds", SuiteError)
     executor = str(data.get("executor", "slurm"))
     if executor not in executor_names():
         raise SuiteError(f"{path}: executor {executor!r}: expected {' or '.join(executor_names())}")

@@ -219,7 +219,3 @@ def sample_instances(instances: list[Instance], k: int, seed: int) -> list[Insta
     if not 1 <= k <= len(pool):
         raise ValueError(f"--sample {k}: the dataset has {len(pool)} instances")
     return sorted(random.Random(seed).sample(pool, k), key=lambda i: i.id)
-
-
-def with_shards(config: RunConfig, shards: int) -> RunConfig:
-    return replace(config, shards=shards)

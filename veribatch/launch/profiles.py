@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .lookup import find_yaml, search_dirs
+from .lookup import checked_keys, find_yaml, search_dirs
 
 PROFILES_ENV = "VERIBATCH_PROFILES_DIR"
 TOP_KEYS = {"description", "partitions", "account", "qos", "array_parallelism", "image_dir",
@@ -129,16 +129,6 @@ def parse_time(value: Any, where: str) -> int:
     return minutes
 
 
-def _check_keys(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        raise ProfileError(f"{where}: expected a mapping, got {type(obj).__name__}")
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        raise ProfileError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                           f"allowed: {', '.join(sorted(allowed))}")
-    return obj
-
-
 def _typed(obj: dict[str, Any], key: str, kind: str, where: str) -> Any:
     """`obj[key]` checked against `kind` (str | int>=1 | int>=0 | number>0 | mapping), or None.
     `where` is the message prefix naming the file (and the entry) the key is in.
@@ -180,15 +170,15 @@ def load_profile(name: str | None) -> Profile:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
         raise ProfileError(f"{path}: not valid YAML ({e})") from None
-    data = _check_keys(data, TOP_KEYS, str(path))
+    data = checked_keys(data, TOP_KEYS, str(path), ProfileError)
     parts_raw = data.get("partitions")
     if not parts_raw:
         raise ProfileError(f"{path}: no 'partitions' (map resources cpu/gpu to partitions)")
-    parts_raw = _check_keys(parts_raw, set(RESOURCES), f"{path}: partitions")
+    parts_raw = checked_keys(parts_raw, set(RESOURCES), f"{path}: partitions", ProfileError)
     parts = {}
     for res, spec in parts_raw.items():
         where = f"{path}: partitions.{res}"
-        spec = _check_keys(spec or {}, PARTITION_KEYS, where)
+        spec = checked_keys(spec or {}, PARTITION_KEYS, where, ProfileError)
         at = f"{where}."
         parts[res] = PartitionSpec(
             partition=_typed(spec, "partition", "str", at),
@@ -225,7 +215,7 @@ def load_profile(name: str | None) -> Profile:
 def _generation(raw: Any, where: str) -> GenerationSpec:
     if raw is None:
         return GenerationSpec()
-    raw = _check_keys(raw, GENERATION_KEYS, where.rstrip(". "))
+    raw = checked_keys(raw, GENERATION_KEYS, where.rstrip(". "), ProfileError)
     table = raw.get("tokens_per_s") or {}
     if isinstance(table, int | float) and not isinstance(table, bool):
         table = {"default": table}

@@ -236,11 +236,6 @@ def element_groups(shards: int, elements: int) -> list[list[int]]:
     return [list(range(a, b)) for a, b in shard_bounds(shards, elements)]
 
 
-def element_of(shards: int, elements: int) -> dict[int, int]:
-    """Shard → the element that runs it."""
-    return {k: e for e, group in enumerate(element_groups(shards, elements)) for k in group}
-
-
 def stage_units(profile: Profile, manifest: dict[str, Any], stage: dict[str, Any],
                 shards: list[int], gpu_shards: int | None = None) -> list[Unit]:
     """The array elements of `stage` for the shards to run: one per shard, or for a sized

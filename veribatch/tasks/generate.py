@@ -83,9 +83,9 @@ class Generate(ABC):
     # The upstream stage whose records of an instance `request` receives (DafnyComp:
     # "strip"); it becomes the stage's `needs`.
     reads: ClassVar[str | None] = None
-    # The order of the columns after the completion's, when it is not common-then-task:
-    # the order a task's generate records had before this stage was shared, kept so that
-    # its ledgers and parquet files stay the same byte for byte.  A new task leaves it empty.
+    # The order of the columns after the completion's, when it is not common-then-task: the
+    # column order is part of a task's record format (its ledgers and parquet files), so a
+    # task whose format fixes another order names it here.  A new task leaves it empty.
     layout: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod

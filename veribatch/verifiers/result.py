@@ -21,6 +21,10 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+# The default verification budget, in seconds, of one query: InvBench's (the paper's 600 s
+# UAutomizer budget), and a `Limits` that names no wall limit.
+DEFAULT_WALL_S = 600.0
+
 
 class Status(StrEnum):
     TRUE = "TRUE"        # property holds (program safe / all obligations proved)
@@ -45,7 +49,7 @@ class Limits:
     in CPU seconds is stopped at ~50-70 % of the wall budget it was given.  Whoever needs a
     CPU cap — the judge running untrusted programs — passes `cpu_s` explicitly."""
 
-    wall_s: float = 600.0
+    wall_s: float = DEFAULT_WALL_S
     cpu_s: float | None = None
     memory_mb: int = 8192
 
@@ -55,8 +59,8 @@ class Limits:
         return math.inf if self.cpu_s is None else float(self.cpu_s)
 
     def key(self) -> dict[str, Any]:
-        # None and inf are one limit (none); a cap stored before this rule (None then meant
-        # "the wall limit") has another key, so it never answers an uncapped query.
+        # None and inf are one limit (none), keyed as inf: an uncapped query is answered only
+        # by a record made without a CPU cap, never by one whose cap was a number.
         return {"wall_s": self.wall_s, "cpu_s": self.cpu_cap, "memory_mb": self.memory_mb}
 
 

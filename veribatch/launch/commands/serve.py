@@ -39,18 +39,6 @@ def default_serve_dir(model: str) -> Path:
     return default_runs_dir() / f"serve-{_slug(model)}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def gres_for(gres: str | None, gpus: int) -> str | None:
-    """The profile's gres with the GPU count set to `gpus` (``gpu:a100:1`` → ``gpu:a100:4``)."""
-    if not gres:
-        return None
-    parts = gres.split(":")
-    if parts[-1].isdigit():
-        parts[-1] = str(gpus)
-    else:
-        parts.append(str(gpus))
-    return ":".join(parts)
-
-
 def serve_job_argv(serve_dir: Path, model: str, *, backend: str, tp: int, nodes: int,
                    heartbeat_s: float, idle_exit_s: float | None, python: str | None = None,
                    vllm_args: str = "") -> list[str]:
@@ -68,37 +56,20 @@ def build_sbatch_script(serve_dir: Path, model: str, profile: Any, *, tp: int = 
                         backend: str = "auto", time_min: int | None = None,
                         heartbeat_s: float = 10.0, idle_exit_s: float | None = None,
                         python: str | None = None, vllm_args: str = "") -> str:
-    """The batch script of a serve job, from the profile's ``gpu`` partition entry.
+    """The batch script of a serve job, from the profile's ``gpu`` partition entry, written
+    by the one sbatch writer (`executors.sbatch.serve_script`: every value checked there)."""
+    from veribatch.launch.executors.sbatch import serve_script
 
-    TP workers share a node, so the job asks for `tp` GPUs per node on `nodes` nodes.  The
-    server gets SIGTERM two minutes before the time limit (``--signal=B:TERM@120``) so it
-    removes its endpoint file and writes exit.json instead of vanishing.
-    """
     spec = profile.for_resource("gpu", "serve")
     serve_dir = Path(serve_dir).resolve()
-    lines = ["#!/bin/bash", f"#SBATCH --job-name=veribatch-serve-{_slug(model)}",
-             f"#SBATCH --nodes={nodes}", "#SBATCH --ntasks-per-node=1",
-             f"#SBATCH --output={serve_dir}/serve-%j.log", "#SBATCH --signal=B:TERM@120"]
-    minutes = time_min or spec.time_min or 24 * 60
-    lines.append(f"#SBATCH --time={minutes}")
-    opts: list[tuple[str, Any]] = [
-        ("partition", spec.partition), ("account", spec.account or profile.account),
-        ("qos", spec.qos or profile.qos), ("constraint", spec.constraint),
-        ("cpus-per-task", spec.cpus_per_task),
-        ("mem", f"{int(spec.mem_gb * 1024)}M" if spec.mem_gb else None),
-        ("gres", gres_for(spec.gres, tp)),
-    ]
-    if spec.gpus_per_task and not spec.gres:
-        opts.append(("gpus-per-node", tp))
-    for key, value in (*profile.sbatch.items(), *spec.sbatch.items()):
-        opts.append((str(key), value))
-    lines += [f"#SBATCH --{k}={v}" for k, v in opts if v not in (None, "")]
-    lines += ["set -euo pipefail", *profile.setup, f"export VERIBATCH_SERVE_DIR={shlex.quote(str(serve_dir))}"]
     argv = serve_job_argv(serve_dir, model, backend=backend, tp=tp, nodes=nodes,
                           heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s, python=python,
                           vllm_args=vllm_args)
-    lines.append("exec " + shlex.join(argv))
-    return "\n".join(lines) + "\n"
+    return serve_script(profile, spec, job_name=f"veribatch-serve-{_slug(model)}",
+                        output=f"{serve_dir}/serve-%j.log", nodes=nodes, tp=tp,
+                        minutes=time_min or spec.time_min or 24 * 60,
+                        body=[f"export VERIBATCH_SERVE_DIR={shlex.quote(str(serve_dir))}",
+                              "exec " + shlex.join(argv)])
 
 
 def _write_serve_file(serve_dir: Path, info: dict[str, Any]) -> None:
@@ -120,10 +91,9 @@ def start_local(serve_dir: Path, model: str, *, backend: str, tp: int, heartbeat
     return proc
 
 
-def submit_slurm(serve_dir: Path, model: str, profile_name: str | None, **kw: Any) -> str:
-    from veribatch.launch.profiles import load_profile
-
-    script = build_sbatch_script(serve_dir, model, load_profile(profile_name), **kw)
+def submit_slurm(serve_dir: Path, model: str, profile_name: str | None, script: str,
+                 **kw: Any) -> str:
+    """Submit `script` (`build_sbatch_script`) from `serve_dir`; the job id."""
     path = serve_dir / SCRIPT
     path.write_text(script)
     if shutil.which("sbatch") is None:
@@ -188,14 +158,19 @@ def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:
         if executor == "local" and nodes > 1:
             raise typer.BadParameter("--nodes > 1 needs --executor slurm")
         serve_dir = (run_dir or default_serve_dir(model)).resolve()
+        script = ""
+        if executor == "slurm":
+            from veribatch.launch.console import guarded
+            from veribatch.launch.profiles import load_profile
+
+            # before anything is written: a bad profile or value is exit 2, one line
+            script = guarded(lambda: build_sbatch_script(
+                serve_dir, model, load_profile(profile), tp=tp, nodes=nodes, backend=backend,
+                time_min=time_limit, heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s,
+                vllm_args=vllm_args))
         if dry_run:
             if executor == "slurm":
-                from veribatch.launch.profiles import load_profile
-
-                typer.echo(build_sbatch_script(serve_dir, model, load_profile(profile), tp=tp, nodes=nodes,
-                                               backend=backend, time_min=time_limit,
-                                               heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s,
-                                               vllm_args=vllm_args), nl=False)
+                typer.echo(script, nl=False)
             else:
                 typer.echo(shlex.join(serve_job_argv(serve_dir, model, backend=backend, tp=tp, nodes=1,
                                                      heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s,
@@ -205,9 +180,8 @@ def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:
         proc = None
         try:
             if executor == "slurm":
-                job = submit_slurm(serve_dir, model, profile, tp=tp, nodes=nodes, backend=backend,
-                                   time_min=time_limit, heartbeat_s=heartbeat_s, idle_exit_s=idle_exit_s,
-                                   vllm_args=vllm_args)
+                job = submit_slurm(serve_dir, model, profile, script, tp=tp, nodes=nodes,
+                                   backend=backend)
                 typer.echo(f"submitted serve job {job}; serve dir {serve_dir}")
             else:
                 proc = start_local(serve_dir, model, backend=backend, tp=tp, heartbeat_s=heartbeat_s,

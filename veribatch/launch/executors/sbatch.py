@@ -1,8 +1,12 @@
-"""What sbatch receives for one array, and what the cluster allows.
+"""What sbatch receives — for one array, or for a `launch serve` job — and what the
+cluster allows.
 
 `sbatch_parameters` is the one place an array's submitit parameters are computed:
-submission (`executors.slurm`) and `--dry-run` (`launch.cost`) both call it, so the
-dry run's table is what sbatch gets.
+submission (`executors.slurm`) and `--dry-run` (`executors.cost`) both call it, so the
+dry run's table is what sbatch gets.  `serve_script` writes the batch script of a serve
+job from the same profile entries.  Every value that becomes an ``#SBATCH`` line (a
+run name in a job name, an account, a qos, a profile's extra options, a path) passes
+`sbatch_value`: a line break would end the directive and make the rest a shell line.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..profiles import PartitionSpec, Profile
@@ -44,6 +49,83 @@ def cluster_partitions() -> set[str] | None:
     if out.returncode != 0:
         return None
     return {line.strip() for line in out.stdout.splitlines() if line.strip()}
+
+
+class SbatchValueError(ValueError):
+    """A value that cannot be written as one ``#SBATCH`` directive (a line break in it)."""
+
+
+def sbatch_value(key: str, value: Any) -> str:
+    """`value` as the text of sbatch option `key`, refused when it holds a line break or
+    another control character: in a batch script the rest would run as a shell line."""
+    text = str(value)
+    for part, what in ((key, "option name"), (text, "value")):
+        if any(ord(c) < 32 or c == "\x7f" for c in part):
+            raise SbatchValueError(f"sbatch {key}: {what} {part!r} holds a control character "
+                                   "(a line break would end the #SBATCH line)")
+    return text
+
+
+def directive_lines(options: Sequence[tuple[str, Any]]) -> list[str]:
+    """``#SBATCH --key=value`` per option, in order; None and "" are left out.  A value with
+    blanks (a path) is double-quoted, which sbatch reads as one argument; a double quote in
+    a value is refused (sbatch has no escape for it)."""
+    out = []
+    for key, value in options:
+        if value is None or value == "":
+            continue
+        text = sbatch_value(key, value)
+        if '"' in text:
+            raise SbatchValueError(f"sbatch {key}: value {text!r} holds a double quote")
+        if any(c.isspace() for c in text):
+            text = f'"{text}"'
+        out.append(f"#SBATCH --{sbatch_value(key, key)}={text}")
+    return out
+
+
+def _checked(params: Mapping[str, Any]) -> None:
+    """Every directive value of submitit parameters passes `sbatch_value`."""
+    for key, value in params.items():
+        if key in ("setup", "srun_args"):
+            continue                       # shell lines of the profile / srun's argv
+        if isinstance(value, Mapping):
+            _checked(value)
+        else:
+            sbatch_value(key, value)
+
+
+def gres_for(gres: str | None, gpus: int) -> str | None:
+    """The profile's gres with the GPU count set to `gpus` (``gpu:a100:1`` → ``gpu:a100:4``)."""
+    if not gres:
+        return None
+    parts = gres.split(":")
+    if parts[-1].isdigit():
+        parts[-1] = str(gpus)
+    else:
+        parts.append(str(gpus))
+    return ":".join(parts)
+
+
+def serve_script(profile: Profile, spec: PartitionSpec, *, job_name: str, output: str,
+                 nodes: int, tp: int, minutes: int, body: Sequence[str]) -> str:
+    """The batch script of a `launch serve` job on the profile's `spec` entry: `tp` GPUs per
+    node on `nodes` nodes (TP workers share a node), SIGTERM two minutes before the time
+    limit (``--signal=B:TERM@120``: the server removes its endpoint file and writes
+    exit.json instead of vanishing), the profile's setup lines, then `body`."""
+    options: list[tuple[str, Any]] = [
+        ("job-name", job_name), ("nodes", nodes), ("ntasks-per-node", 1), ("output", output),
+        ("signal", "B:TERM@120"), ("time", minutes),
+        ("partition", spec.partition), ("account", spec.account or profile.account),
+        ("qos", spec.qos or profile.qos), ("constraint", spec.constraint),
+        ("cpus-per-task", spec.cpus_per_task),
+        ("mem", f"{int(spec.mem_gb * 1024)}M" if spec.mem_gb else None),
+        ("gres", gres_for(spec.gres, tp)),
+    ]
+    if spec.gpus_per_task and not spec.gres:
+        options.append(("gpus-per-node", tp))
+    options += [(str(k), v) for k, v in (*profile.sbatch.items(), *spec.sbatch.items())]
+    lines = ["#!/bin/bash", *directive_lines(options), "set -euo pipefail", *profile.setup, *body]
+    return "\n".join(lines) + "\n"
 
 
 def sbatch_parameters(profile: Profile, spec: PartitionSpec, stage: dict[str, Any],
@@ -86,4 +168,5 @@ def sbatch_parameters(profile: Profile, spec: PartitionSpec, stage: dict[str, An
         params["srun_args"] = ["--nodes=1", "--ntasks=1"]
     if stage.get("resource") == "gpu" and profile.generation.replicas:
         params["setup"].append(f"export {ENGINE_REPLICAS_ENV}={int(profile.generation.replicas)}")
+    _checked(params)
     return params

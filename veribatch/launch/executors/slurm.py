@@ -23,7 +23,6 @@ consulted again.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -95,10 +94,6 @@ class SlurmExecutor(Executor):
         profile = choice.profile_obj([resource for _, resource in stages])
         for name, resource in stages:
             profile.for_resource(resource, name)
-        if profile.image_dir:
-            # The jobs get it exported too (`sbatch_parameters`); the planning process needs
-            # it for what it resolves at plan time.  An explicit environment variable wins.
-            os.environ.setdefault("VERIBATCH_IMAGES", profile.image_dir)
         return profile
 
     @classmethod
@@ -108,9 +103,9 @@ class SlurmExecutor(Executor):
 
     @classmethod
     def describe_plan(cls, choice: Choice, plan: Plan) -> list[str]:
-        """What sbatch would receive per stage and roughly cost (`launch.cost`)."""
-        from ..cost import describe, estimate
+        """What sbatch would receive per stage and roughly cost (`executors.cost`)."""
         from ..manifest import build_manifest
+        from .cost import describe, estimate
 
         prof = choice.profile_obj([s.resource for s in plan.stages])
         manifest = build_manifest(plan)

@@ -67,7 +67,7 @@ class CEBenchTask(Task):
         return {
             "mode": "auto",           # build | evaluate, from the dataset (filled at plan time)
             "budget_s": 100.0,        # labelling verifier's wall-time limit per counterexample (§3.2.2)
-            "memory_mb": 4096,
+            "memory_mb": None,        # per query; None: the verifier's declared memory (resolved at plan)
             "solver_rlimit": 5_000_000,  # Z3 resource units per collection query (deterministic)
             "solver_timeout_s": 60.0,    # wall-time safety net per collection query
             # construction options (docs/cebench.md, "Construction options"); both in the run id
@@ -95,6 +95,10 @@ class CEBenchTask(Task):
             raise ValueError(f"-o mode={config.options['mode']} but {config.dataset!r} is a "
                              + ("LaM4Inv source (build)" if mode == "build" else "built dataset (evaluate)"))
         config = replace(config, options={**config.options, "mode": mode})
+        from veribatch.tasks.verifier import query_memory_mb
+
+        # resolved here (an int, as the queries get it), so the run id and the manifest carry it
+        config = replace(config, options={**config.options, "memory_mb": query_memory_mb(config)})
         if mode == "build":
             from veribatch.tasks.cebench.counterexamples import check_options
 

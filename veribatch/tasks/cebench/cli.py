@@ -39,7 +39,7 @@ def build_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or tables.")] = False,
 ) -> None:
     """Build the labelled counterexample benchmark from LaM4Inv's programs and logs (§3)."""
-    from veribatch.launch import cli
+    from veribatch.launch import console
     from veribatch.launch.run_control import ExecChoice, launch_run, plan_run, run_directory
 
     choice = ExecChoice(executor=executor, profile=profile, partitions=partition or (), workers=workers)
@@ -51,31 +51,31 @@ def build_cmd(
             raise ValueError(f"--source {source!r} is a built dataset, not a LaM4Inv source")
         root = run_directory(plan, runs_dir, run_name)
         if dry_run:
-            cli._describe_plan(plan, root, choice)
-            return cli.EXIT_OK
+            console.describe_plan(plan, root, choice)
+            return console.EXIT_OK
         outcome = launch_run(plan, root, choice, progress=not quiet,
-                             on_ready=lambda rd, created: cli.out.print(
+                             on_ready=lambda rd, created: console.out.print(
                                  f"run {plan.run_id}: {rd.root}" + ("" if created else " (existing: only what "
                                                                      "is incomplete runs)"), highlight=False))
-        code = cli._report(outcome, quiet)
+        code = console.report(outcome, quiet)
         dataset = outcome.rd.root / "dataset"
         if (dataset / "card.json").is_file():
-            cli.out.print(f"dataset: {dataset}", highlight=False)
+            console.out.print(f"dataset: {dataset}", highlight=False)
             if out is not None and outcome.ok:
                 shutil.copytree(dataset, out, dirs_exist_ok=True)
-                cli.out.print(f"copied to {out}", highlight=False)
-            cli.out.print(f"evaluate: launch cebench --dataset {outcome.rd.root} --model ENGINE:NAME "
+                console.out.print(f"copied to {out}", highlight=False)
+            console.out.print(f"evaluate: launch cebench --dataset {outcome.rd.root} --model ENGINE:NAME "
                           "--strategy zero-shot|one-shot|cot", highlight=False)
         return code
 
-    raise typer.Exit(cli.guarded(go))
+    raise typer.Exit(console.guarded(go))
 
 
 def card_cmd(
     dataset: Annotated[str, typer.Argument(help="Built dataset folder or build run (id, name or directory).")],
 ) -> None:
     """Print a built dataset's card (counts, decision rates, the paper's figures beside)."""
-    from veribatch.launch import cli
+    from veribatch.launch import console
     from veribatch.tasks.cebench import dataset as ds
 
     def go() -> int:
@@ -86,10 +86,10 @@ def card_cmd(
         if folder is None:
             raise ValueError(f"{path}: no built CE-Bench dataset (card.json) here or in dataset/")
         ds.read_rows(folder)  # checks the content hash against the card
-        cli.out.print((folder / ds.CARD_MD).read_text(), highlight=False, markup=False)
-        return cli.EXIT_OK
+        console.out.print((folder / ds.CARD_MD).read_text(), highlight=False, markup=False)
+        return console.EXIT_OK
 
-    raise typer.Exit(cli.guarded(go))
+    raise typer.Exit(console.guarded(go))
 
 
 def compare_cmd(
@@ -99,7 +99,7 @@ def compare_cmd(
     """RQ1/RQ2: several evaluation runs (models, strategies) side by side, reference rows once."""
     from veribatch.aggregate.records import load_run
     from veribatch.aggregate.render import to_markdown, write_table
-    from veribatch.launch import cli
+    from veribatch.launch import console
     from veribatch.tasks.cebench.tables import compare_runs
 
     def go() -> int:
@@ -114,11 +114,11 @@ def compare_cmd(
         target = out or resolve_run(runs[0]).root / "tables"
         for table in compare_runs(loaded):
             write_table(table, target, ("md", "csv"))
-            cli.out.print(to_markdown(table), highlight=False, markup=False)
-        cli.out.print(f"→ {target}", highlight=False)
-        return cli.EXIT_OK
+            console.out.print(to_markdown(table), highlight=False, markup=False)
+        console.out.print(f"→ {target}", highlight=False)
+        return console.EXIT_OK
 
-    raise typer.Exit(cli.guarded(go))
+    raise typer.Exit(console.guarded(go))
 
 
 def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:

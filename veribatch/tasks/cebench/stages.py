@@ -40,7 +40,7 @@ from veribatch.tasks.cebench.counterexamples import (
 )
 from veribatch.tasks.cebench.lam4inv import Candidate
 from veribatch.tasks.generate import ARM_MODEL, Generate
-from veribatch.tasks.verifier import verifier_for
+from veribatch.tasks.verifier import query_memory_mb, verifier_for
 
 if TYPE_CHECKING:
     from veribatch.inference.types import Completion, Request, Sampling
@@ -139,7 +139,7 @@ def run_collect(instances: list[Instance], ctx: StageContext) -> Iterator[Instan
 def _limits(config: RunConfig) -> Any:
     from veribatch.verifiers.result import Limits
 
-    return Limits(wall_s=float(config.options["budget_s"]), memory_mb=int(config.options.get("memory_mb", 4096)))
+    return Limits(wall_s=float(config.options["budget_s"]), memory_mb=query_memory_mb(config))
 
 
 def label_instance(inst: Instance, collected: list[Record], ctx: StageContext, verifier: Any) -> list[Record]:
@@ -277,8 +277,8 @@ def run_judge(instances: list[Instance], ctx: StageContext) -> Iterator[Instance
 def build_stages(config: RunConfig, *, built: bool) -> list[Stage]:
     """`built`: the dataset is a built CE-Bench (evaluate), else a LaM4Inv source (build)."""
     if not built:
-        budget = float(config.options.get("budget_s", 100.0))
-        mem_gb = max(1, -(-int(config.options.get("memory_mb", 4096)) // 1024))
+        budget = float(config.options["budget_s"])
+        mem_gb = max(1, -(-query_memory_mb(config) // 1024))
         return [
             Stage("collect", "cpu", run_collect, cpus_per_task=1, mem_gb=2, seconds_per_instance=60.0,
                   verdict_column="status", time_column="collect_time_s", record_key=("kind", "ce_id")),

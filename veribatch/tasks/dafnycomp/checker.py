@@ -29,11 +29,14 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veribatch.tasks.base import RunConfig
 from veribatch.tasks.dafnycomp.failure_modes import OTHER, classify
-from veribatch.tasks.verifier import verifier_for
+from veribatch.tasks.verifier import query_memory_mb, verifier_for
+
+if TYPE_CHECKING:
+    from veribatch.verifiers.result import Limits
 
 RESOLVE_LIMIT_S = 120.0
 MAX_ERRORS_KEPT = 50
@@ -82,9 +85,23 @@ def dafny_version(config: RunConfig) -> tuple[str | None, str]:
     from veribatch.verifiers.base import ToolNotFoundError
 
     try:
-        return verifier_for(config, name="dafny").version, ""
+        return verifier_for(config).version, ""
     except (ToolNotFoundError, FileNotFoundError, ValueError, RuntimeError, OSError) as e:
         return None, str(e)
+
+
+def budget_s(config: RunConfig) -> float:
+    """The wall limit of one `dafny verify` (``-o budget_s``, filled in at plan time)."""
+    return float(config.options["budget_s"])
+
+
+def query_limits(config: RunConfig, wall_s: float | None = None) -> Limits:
+    """The limits of one call of the run's verifier: `wall_s` (default: the run's budget)
+    and the memory `-o memory_mb` names, else the tool's declared memory."""
+    from veribatch.verifiers.result import Limits
+
+    return Limits(wall_s=budget_s(config) if wall_s is None else wall_s,
+                  memory_mb=query_memory_mb(config))
 
 
 def resolve_verify_option(config: RunConfig) -> RunConfig:
@@ -124,11 +141,10 @@ def contradiction_check(path: Path, config: RunConfig, verifier: Any, log_dir: P
     """`dafny verify --warn-contradictory-assumptions` on a program: its verdict and the
     warnings (the strict protocol's vacuity check)."""
     from veribatch.verifiers.base import Query
-    from veribatch.verifiers.result import Limits, Status
+    from veribatch.verifiers.result import Status
 
     result = verifier.run(Query((path,), property="dafny-verify", options=strict_dafny_options(config)),
-                          Limits(wall_s=float(config.options.get("budget_s", 300.0)),
-                                 memory_mb=int(config.options.get("memory_mb", 8192))), log_dir)
+                          query_limits(config), log_dir)
     warnings = list(result.extras.get("warnings") or [])
     return {
         "strict_verify_status": str(result.status),
@@ -143,12 +159,11 @@ def contradiction_check(path: Path, config: RunConfig, verifier: Any, log_dir: P
 def check_program(path: Path, config: RunConfig, verifier: Any, log_dir: Path) -> dict[str, Any]:
     """Resolve, then (if that succeeded) verify one program file; the record fields."""
     from veribatch.verifiers.base import Query
-    from veribatch.verifiers.result import Limits, Status
+    from veribatch.verifiers.result import Status
 
-    memory = int(config.options.get("memory_mb", 8192))
-    budget = float(config.options.get("budget_s", 300.0))
+    budget = budget_s(config)
     resolved = verifier.run(Query((path,), property="dafny-resolve"),
-                            Limits(wall_s=min(RESOLVE_LIMIT_S, budget), memory_mb=memory), log_dir)
+                            query_limits(config, min(RESOLVE_LIMIT_S, budget)), log_dir)
     out: dict[str, Any] = {
         "resolve_status": str(resolved.status),
         "resolve_phase": resolved.extras.get("phase"),  # "parse": an ERROR that is a syntax error
@@ -165,7 +180,7 @@ def check_program(path: Path, config: RunConfig, verifier: Any, log_dir: Path) -
     final = resolved
     if out["syntax_ok"]:
         verified = verifier.run(Query((path,), property="dafny-verify", options=dafny_options(config)),
-                                Limits(wall_s=budget, memory_mb=memory), log_dir)
+                                query_limits(config), log_dir)
         final = verified
         out.update(verify_status=str(verified.status), verify_time_s=verified.wall_s,
                    dafny_verified=verified.status is Status.TRUE, log_path=verified.log_path,

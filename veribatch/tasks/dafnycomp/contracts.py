@@ -33,7 +33,6 @@ from veribatch.tasks.dafnycomp.expressions import (
 )
 from veribatch.tasks.dafnycomp.syntax import Clause, Declaration, Token, tokenize
 
-CONTRACTS_VERSION = "dafnycomp-contracts-v2-through-helpers"
 # Per z3 question.  The resource limit (z3's deterministic count) decides first, so a verdict
 # does not depend on the machine's load; the time limit only caps what z3 spends between
 # counts (recursive functions).  The questions decided on the 125 shipped programs and
@@ -166,9 +165,6 @@ class Judge:
         if got == "sat":
             return Answer("says")
         return Answer("unknown", f"{_short(clause)}: z3 answered {got} (limits: {RESOURCE_LIMIT} resource units, {TIME_LIMIT_MS} ms)")
-
-    def trivially_true(self, clause: Clause) -> bool:
-        return self.triviality(clause).verdict == "trivial"
 
 
 def _short(clause: Clause, n: int = 80) -> str:

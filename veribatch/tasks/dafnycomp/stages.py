@@ -263,19 +263,17 @@ class _Original:
 
 def _strength(inst: Instance, candidate: str, work: Path, ctx: StageContext, verifier: Any) -> dict[str, Any]:
     """Dafny's verdict on the generated strength lemmas (`strength`)."""
-    from veribatch.tasks.dafnycomp.checker import dafny_options
+    from veribatch.tasks.dafnycomp.checker import dafny_options, query_limits
     from veribatch.tasks.dafnycomp.strength import STRENGTH_FILE, strength_file, strength_verdict
     from veribatch.verifiers.base import Query
-    from veribatch.verifiers.result import Limits
 
     sf = strength_file(inst.payload["program"], candidate, include=PROGRAM_FILE)
     if not sf.lemmas:
         return {"spec_as_strong": None, "strength_status": "no_lemmas", "strength_failed": "[]"}
     path = work / STRENGTH_FILE
     path.write_text(sf.text)
-    budget = float(ctx.config.options.get("budget_s", 300.0))
     result = verifier.run(Query((path,), property="dafny-verify", options=dafny_options(ctx.config)),
-                          Limits(wall_s=budget, memory_mb=int(ctx.config.options.get("memory_mb", 8192))), work)
+                          query_limits(ctx.config), work)
     out = strength_verdict(sf, result, STRENGTH_FILE)
     out["strength_not_compared"] = json.dumps(list(sf.not_compared))
     return out
@@ -331,8 +329,7 @@ def run_verify(instances: list[Instance], ctx: StageContext) -> Iterator[Instanc
 
     config = ctx.config
     cache = str(config.options.get("cache_dir") or "")
-    verifier = verifier_for(config, name="dafny",
-                            cache_dir=Path(cache) if cache else ctx.run_dir / "cache" / "dafny")
+    verifier = verifier_for(config, cache_dir=Path(cache) if cache else ctx.run_dir / "cache" / str(config.verifier))
     checks = ctx.upstream("check")
     for inst in instances:
         crecs = sorted(checks.get(inst.id) or [], key=lambda r: (str(r.get("arm")), _index(r)))
@@ -363,8 +360,11 @@ def build_stages(config: RunConfig) -> list[Stage]:
     stages.append(Stage("check", "cpu", run_check, needs=needs, mem_gb=1,
                         seconds_per_instance=1.0 * n, verdict_column="integrity", record_key=key))
     if config.options.get("verify") == "on":
-        budget = float(config.options.get("budget_s", 300.0))
-        mem_gb = max(2, math.ceil(int(config.options.get("memory_mb", 8192)) / 1024))
+        from veribatch.tasks.dafnycomp.checker import budget_s
+        from veribatch.tasks.verifier import query_memory_mb
+
+        budget = budget_s(config)
+        mem_gb = max(2, math.ceil(query_memory_mb(config) / 1024))
         stages.append(Stage("verify", "cpu", run_verify, needs=("check",),
                             cpus_per_task=int(config.options.get("cores", 1)), mem_gb=mem_gb,
                             seconds_per_instance=(budget + 30.0) * n, verdict_column="outcome",

@@ -17,6 +17,7 @@ from veribatch.tasks.base import DatasetError, Instance, RunConfig, Stage, Task
 from veribatch.tasks.invbench import data
 from veribatch.tasks.sampling import model_run_sampling, resolve_samples
 from veribatch.tasks.verifier import AcceptedVerifiers
+from veribatch.verifiers.result import DEFAULT_WALL_S
 
 SPLIT_FOLDERS = {"Easy": "easy", "Hard": "hard", "Programs": "training"}
 
@@ -68,12 +69,12 @@ class InvBenchTask(Task):
 
     def default_options(self) -> dict[str, Any]:
         return {
-            "budget_s": 600.0,  # verifier budget of the baseline (and fallback decision timeout)
+            "budget_s": DEFAULT_WALL_S,  # verifier budget of the baseline (and fallback decision timeout)
             "n_samples": 1,  # Best-of-N: 16 (temperature then defaults to 0.7)
             # decision timeouts: this run's baseline solve time | the paper's, upstream's
             # recorded UAutomizer time (timing.json, pinned) | the budget
             "timeout_source": "baseline",
-            "memory_mb": None,  # per query; None: the verifier's default (uautomizer 16384, else 4096)
+            "memory_mb": None,  # per query; None: the verifier's declared memory (resolved at plan)
             "cpu_limit_s": None,  # per query; None: no CPU-time cap (the benchmark is wall-clock)
             # §5.4 arm (no --model): invariants of the run's own baseline | upstream's
             # Training/invariants.json (UAutomizer's, the paper's setting; training split only)

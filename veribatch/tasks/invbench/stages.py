@@ -50,7 +50,7 @@ from veribatch.tasks.invbench.prompt import build_request, template_hash
 from veribatch.tasks.invbench.to_scope import to_scope
 from veribatch.tasks.invbench.validation import Valid, validate
 from veribatch.tasks.verifier import query_cores, query_memory_mb, verifier_for
-from veribatch.verifiers.result import Status
+from veribatch.verifiers.result import DEFAULT_WALL_S, Status
 
 log = logging.getLogger(__name__)
 
@@ -467,7 +467,7 @@ def run_verify(instances: list[Instance], ctx: StageContext) -> Iterator[Instanc
 def build_stages(config: RunConfig) -> list[Stage]:
     """Stage resources are floors (a SLURM profile may raise them): one verifier process in
     `baseline`, 2·N concurrent queries (d_a ∥ d_b per candidate) in `verify`."""
-    budget = float(config.options.get("budget_s", 600.0))
+    budget = float(config.options.get("budget_s", DEFAULT_WALL_S))
     n = int(config.options.get("n_samples", 1)) if config.model else 1
     query_gb = max(1, math.ceil(query_memory_mb(config) / 1024))
     cores = query_cores(config)

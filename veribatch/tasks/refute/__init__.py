@@ -207,13 +207,6 @@ filter row without a blind generator is `fuzzer-random-filter`)."""
 
 def judge_version(config: RunConfig) -> str:
     """Compiler, interpreter and C++ flags the judge will use (part of the run identity)."""
-    from veribatch.verifiers.base import read_version
-    from veribatch.verifiers.judge.compile import CPP_FLAGS, compiler, compiler_version
-    from veribatch.verifiers.judge.run import judge_python
+    from veribatch.verifiers.judge import toolchain_version
 
-    try:
-        cxx = compiler_version(compiler())
-    except (FileNotFoundError, OSError) as e:
-        cxx = f"g++ unavailable ({e})"
-    py = read_version([str(judge_python()), "--version"]).strip()
-    return f"{cxx}; {py}; {' '.join(CPP_FLAGS)}"
+    return toolchain_version()

@@ -37,7 +37,7 @@ def filter_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """§4.1: drop problems a blind random generator breaks within the filter limit."""
-    from veribatch.launch.cli import EXIT_OK, _report, guarded, out
+    from veribatch.launch.console import EXIT_OK, guarded, out, report
     from veribatch.launch.run_control import ExecChoice, launch_run, plan_run, run_directory
 
     def go() -> int:
@@ -47,7 +47,7 @@ def filter_cmd(
         choice = ExecChoice(executor=executor, profile=profile, partitions=partition or (),
                             workers=workers)
         o = launch_run(plan, root, choice, progress=not quiet)
-        code = _report(o, quiet)
+        code = report(o, quiet)
         table = o.rd.root / "tables" / "refute_filter.csv"
         if code == EXIT_OK and table.is_file():
             import pandas as pd
@@ -85,7 +85,7 @@ def pin_cmd(
     out: Annotated[Path | None, typer.Option(help="pin file to write (default: the packaged one)")] = None,
 ) -> None:
     """Pin bethgelab/REFUTE to a commit: downloads the train split, records each file's sha256."""
-    from veribatch.launch.cli import guarded
+    from veribatch.launch.console import guarded
     from veribatch.tasks.refute.upstream import pin
 
     pinned = guarded(lambda: pin(revision, out))  # a DatasetError: one line, exit 2
@@ -97,9 +97,9 @@ def probe_cmd(
     sandbox: Annotated[str, typer.Option(help="auto | bwrap | apptainer | unsafe")] = "auto",
 ) -> None:
     """Which sandbox this node offers for model-written code (exit 1 when none)."""
-    from veribatch.verifiers.judge.__main__ import main
+    from veribatch.verifiers.judge import probe
 
-    raise typer.Exit(main(["--probe", "--sandbox", sandbox]))
+    raise typer.Exit(probe(sandbox))
 
 
 def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:

@@ -29,11 +29,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from veribatch.verifiers.judge.compare import first_difference
-from veribatch.verifiers.judge.compile import CompileError
-from veribatch.verifiers.judge.reading import two_readings
-from veribatch.verifiers.judge.run import Program, ProgramRun, Verdict, run_program
-from veribatch.verifiers.judge.sandbox import Sandbox
+from veribatch.verifiers.judge import (
+    CompileError,
+    Program,
+    ProgramRun,
+    Sandbox,
+    Verdict,
+    first_difference,
+    run_program,
+    two_readings,
+)
 
 SUCCESS, FAILURE, ERROR = "success", "failure", "error"
 EXCERPT = 300

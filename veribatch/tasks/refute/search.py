@@ -34,10 +34,15 @@ from pathlib import Path
 
 from veribatch.tasks.refute.counterexample import JudgeLimits, run_generator, validate
 from veribatch.tasks.refute.counterexample import Judgement as _Judgement
-from veribatch.verifiers.judge.compare import first_difference
-from veribatch.verifiers.judge.compile import CompileError, compile_cpp
-from veribatch.verifiers.judge.run import Program, Verdict, run_program
-from veribatch.verifiers.judge.sandbox import Sandbox
+from veribatch.verifiers.judge import (
+    CompileError,
+    Program,
+    Sandbox,
+    Verdict,
+    compile_cpp,
+    first_difference,
+    run_program,
+)
 
 STALL_AFTER = 50
 GIVE_UP_AFTER = 5

@@ -17,6 +17,10 @@ REFUTE's rules on top of these — what makes an input a counterexample, and Ran
 the benchmark's, in `veribatch.tasks.refute` (`counterexample`, `search`).
 
 `JudgeTool` wraps one run as a verifier query for `launch verify` and the registry.
+
+This module's names are the judge's public interface: a benchmark (REFUTE) imports them
+from here, never from the submodules (an import-linter contract), so the internals can
+change behind it.
 """
 
 from veribatch.verifiers.judge.compare import first_difference, outputs_match, tokens
@@ -27,6 +31,7 @@ from veribatch.verifiers.judge.compile import (
     compile_cpp,
     effective_flags,
 )
+from veribatch.verifiers.judge.reading import two_readings
 from veribatch.verifiers.judge.run import Program, ProgramRun, Verdict, run_program
 from veribatch.verifiers.judge.sandbox import (
     Sandbox,
@@ -34,6 +39,28 @@ from veribatch.verifiers.judge.sandbox import (
     detect_sandbox,
     run_sandboxed,
 )
+from veribatch.verifiers.judge.toolchain import compiler, compiler_version, judge_python
+
+
+def toolchain_version() -> str:
+    """Compiler, interpreter and C++ flags the judge uses (what a run's identity records)."""
+    from veribatch.verifiers.base import read_version
+
+    try:
+        cxx = compiler_version(compiler())
+    except (FileNotFoundError, OSError) as e:
+        cxx = f"g++ unavailable ({e})"
+    py = read_version([str(judge_python()), "--version"]).strip()
+    return f"{cxx}; {py}; {' '.join(CPP_FLAGS)}"
+
+
+def probe(sandbox: str = "auto") -> int:
+    """Print which sandbox this node offers for untrusted code; 1 when none
+    (``python -m veribatch.verifiers.judge --probe``)."""
+    from veribatch.verifiers.judge.__main__ import main
+
+    return main(["--probe", "--sandbox", sandbox])
+
 
 __all__ = [
     "CPP_FLAGS",
@@ -45,11 +72,17 @@ __all__ = [
     "SandboxUnavailable",
     "Verdict",
     "compile_cpp",
+    "compiler",
+    "compiler_version",
     "detect_sandbox",
     "effective_flags",
     "first_difference",
+    "judge_python",
     "outputs_match",
+    "probe",
     "run_program",
     "run_sandboxed",
     "tokens",
+    "toolchain_version",
+    "two_readings",
 ]

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .profiles import Profile
-from .sizing import element_estimate, is_sized, job_time, size_stage, stage_units
+from ..profiles import Profile
+from ..sizing import element_estimate, is_sized, job_time, size_stage, stage_units
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def estimate(manifest: dict[str, Any], profile: Profile, counts: list[int],
     """Per stage of `manifest` (aggregate included) what a first submission requests.
 
     `counts`: instances per shard (the run's shard bounds)."""
-    from .executors.sbatch import AGGREGATE_JOB_MINUTES, AGGREGATE_JOB_RESOURCES, sbatch_parameters
+    from .sbatch import AGGREGATE_JOB_MINUTES, AGGREGATE_JOB_RESOURCES, sbatch_parameters
 
     config = manifest["config"]
     out = []
