@@ -66,8 +66,12 @@ HOST_ENV = "VERIBATCH_SERVE_HOST"
 ALLOW_ANY_ENV = "VERIBATCH_SERVE_ALLOW_ANY"
 
 
-def _atomic_json(path: Path, obj: Any, mode: int = 0o644) -> None:
-    """Write `obj` to `path` atomically, the file created with `mode` (never wider first)."""
+def _atomic_json(path: Path, obj: Any, mode: int = 0o666) -> None:
+    """Write `obj` to `path` atomically, the file created with `mode` less the umask (never
+    wider first)."""
+    umask = os.umask(0o077)
+    os.umask(umask)
+    mode &= ~umask
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w") as f:

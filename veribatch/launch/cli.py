@@ -636,6 +636,9 @@ def _register_commands() -> None:
 
 
 def main() -> None:
+    from veribatch.launch.rundir import make_files_private
+
+    make_files_private()
     try:
         app()
     except KeyboardInterrupt:
