@@ -46,7 +46,8 @@ def test_redact_shapes() -> None:
                 f"http://user:{PW}@10.0.0.1:8000/v1", f"api_key={KEY}&x=1", f'"token": "{KEY}"'):
         out = redact(raw)
         assert KEY not in out and PW not in out and REDACTED in out, out
-    assert redact("max_tokens=48, completion_tokens: 3") == "max_tokens=48, completion_tokens: 3"
+    for prose in ("max_tokens=48, completion_tokens: 3", "missing or wrong bearer token (see x)"):
+        assert redact(prose) == prose
     assert redact(f"x {KEY} y", secrets=[KEY]) == f"x {REDACTED} y"
 
 

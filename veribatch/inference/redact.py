@@ -33,7 +33,8 @@ SECRET_ENV = ("OPENAI_API_KEY", "VLLM_API_KEY", "VERIBATCH_SERVE_TOKEN", "HF_TOK
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # Authorization: Bearer <key> / Basic <b64>, quoted or not, up to a quote or whitespace
-    (re.compile(r"(?i)\b(bearer|basic)(\s+|%20)[^\s'\"\\,;)}\]]+"), rf"\1 {REDACTED}"),
+    # (8 characters at least: "wrong bearer token" is prose, not a credential)
+    (re.compile(r"(?i)\b(bearer|basic)(\s+|%20)[^\s'\"\\,;)}\]]{8,}"), rf"\1 {REDACTED}"),
     # URL user-info: scheme://user:pw@host  or  scheme://token@host
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"]+@"), rf"\1{REDACTED}@"),
     # api_key=..., "api-key": "...", token: ..., password=...
