@@ -57,6 +57,7 @@ def _keys(run: Path) -> list[str]:
 def test_page_is_self_contained_with_every_table_and_plot(pages: dict[str, Path]) -> None:
     inv = pages["inv"].read_text()
     assert "<script" not in inv and not re.search(r"(src|href)=\"(https?:)?//", inv)
+    assert "script-src &#x27;none&#x27;" in inv.split("<body>")[0]  # the CSP, in the head
     keys = _keys(pages["runs"] / "inv")
     assert {"table2_invbench_sample", "solved_baseline_vs_arm_sample", "table4_verifiers_sample", "speedup_distribution_sample",
             "solved_vs_budget_sample", "summary_invbench"} <= set(keys)

@@ -300,8 +300,10 @@ def test_an_interrupted_plan_is_planned_again(tmp_path):
     assert r.returncode == 2 and "holds no manifest.json" in r.stderr
 
 
-def test_run_files_honour_the_umask(tmp_path):
-    """Before: mkstemp made every atomically written file 0600 whatever the umask."""
+def test_run_files_are_private_whatever_the_umask(tmp_path):
+    """Atomically written files take the mode any new file gets; the CLI makes that 0600
+    (issue 37: records and logs can quote prompts, answers and endpoints), even under a
+    group-sharing umask (tests/inference/test_secrets.py checks every file of a run)."""
     proc = subprocess.run([sys.executable, "-m", "veribatch", "selftest", "--runs-dir",
                            str(tmp_path), "-q"], preexec_fn=lambda: os.umask(0o027),
                           capture_output=True, text=True, timeout=300)
@@ -310,7 +312,7 @@ def test_run_files_honour_the_umask(tmp_path):
     for f in ("manifest.json", "shards.json", "instances.jsonl", "jobs.json", "aggregate.json",
               "shards/work/0/DONE", "shards/work/0/records.parquet", "shards/work/0/stats.json",
               "shards/work/0/ledger.jsonl", "tables/selftest.csv"):
-        assert oct((rd / f).stat().st_mode & 0o777) == oct(0o640), f
+        assert oct((rd / f).stat().st_mode & 0o777) == oct(0o600), f
 
 
 def test_resume_dry_run_says_what_and_why_and_changes_nothing(tmp_path):

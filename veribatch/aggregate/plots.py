@@ -27,6 +27,9 @@ def _figure() -> Any:
 
     matplotlib.rcParams["svg.hashsalt"] = "veribatch"   # stable element ids: same data, same bytes
     matplotlib.rcParams["svg.fonttype"] = "path"        # no font needed by the viewer
+    # Labels are data (model names, row values): `openai:$\\foo$` is a name, not a formula,
+    # and mathtext would raise on it, failing the whole page.
+    matplotlib.rcParams["text.parse_math"] = False
     from matplotlib.figure import Figure
 
     return Figure(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")

@@ -44,15 +44,20 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+def _md(s: str) -> str:
+    """Text for a markdown table: markdown renderers pass raw HTML through, so a model name
+    like ``<img onerror=…>`` is escaped; ``|`` and line breaks would end the cell or row."""
+    return html.escape(s, quote=False).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
 def to_markdown(t: Table) -> str:
-    cols = [str(c) for c in t.frame.columns]
-    rows = [[_cell(v) for v in row] for row in t.frame.itertuples(index=False)]
-    esc = [[c.replace("|", "\\|") for c in r] for r in rows]
-    lines = [f"### {t.title}", "", "| " + " | ".join(cols) + " |",
+    cols = [_md(str(c)) for c in t.frame.columns]
+    rows = [[_md(_cell(v)) for v in row] for row in t.frame.itertuples(index=False)]
+    lines = [f"### {_md(t.title)}", "", "| " + " | ".join(cols) + " |",
              "|" + "|".join("---" for _ in cols) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in esc]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
     if t.caption:
-        lines += ["", t.caption]
+        lines += ["", html.escape(t.caption, quote=False)]
     return "\n".join(lines) + "\n"
 
 

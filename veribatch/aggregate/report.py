@@ -47,6 +47,10 @@ th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
 nav a{margin-right:1rem}.scroll{overflow-x:auto}.headline li{margin:.15rem 0}
 .what{font-size:1rem}
 """
+CSP = ("default-src 'none'; script-src 'none'; object-src 'none'; base-uri 'none'; "
+       "form-action 'none'; style-src 'unsafe-inline'; img-src data:")
+"""The page's Content-Security-Policy: no script runs, nothing is fetched, even if some value
+escaped the escaping (inline styles and the inline SVG figures are all a page uses)."""
 KEY_ROWS = 6
 """Rows of a table whose key figure the headline lists (the table section has them all)."""
 
@@ -251,8 +255,14 @@ def build_report(runs: Sequence[Path], *, history: Path | None = None,
         parts.append(trends_html(read_history(history), [p.get("run_id", "") for p in provs]))
     nav.append('<a href="#provenance">provenance</a>')
     parts.append('<h2 id="provenance">Provenance</h2>\n' + _provenance_html(provs))
+    return html_page(title, f"<nav>{''.join(nav)}</nav>\n" + "".join(parts))
+
+
+def html_page(title: str, body: str) -> str:
+    """The page around `body`: charset, the script-forbidding CSP first, inline styles."""
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{_esc(CSP)}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             '<link rel="icon" href="data:,">'
             f"<title>{_esc(title)}</title><style>{CSS}</style></head><body>\n"
-            f"<nav>{''.join(nav)}</nav>\n" + "".join(parts) + "</body></html>\n")
+            + body + "</body></html>\n")

@@ -49,6 +49,12 @@ from veribatch.inference.common import error_completions, messages_json
 from veribatch.inference.endpoint import auth_headers, read_endpoint
 from veribatch.inference.errors import EndpointLostError, EngineError, ProviderRefusedError
 from veribatch.inference.providers import rules_for
+from veribatch.inference.redact import (
+    check_secret_value,
+    install_log_redaction,
+    redact_exception,
+    scrub_errors,
+)
 from veribatch.inference.types import Completion, Engine, Request
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -91,6 +97,10 @@ class OpenAIEngine(Engine):
                 "or serve_dir=... / VERIBATCH_SERVE_DIR (a `launch serve` directory: URL and "
                 "token from its endpoint.json)"
             )
+        install_log_redaction()
+        problem = check_secret_value(api_key_env, os.environ.get(api_key_env))
+        if problem:
+            raise EngineError(f"openai:{model}: {problem}")
         self.model = model
         self.rules = rules_for(model)
         try:
@@ -110,15 +120,41 @@ class OpenAIEngine(Engine):
 
     # -- public sync API ----------------------------------------------------------------
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
+        """The batch's completions; what leaves here — completions' errors, an exception —
+        is redacted (`inference.redact`): no key, token or URL password in a record or log."""
+        try:
+            return scrub_errors(self._generate(requests), self._secrets(), (self.api_key_env,))
+        except Exception as exc:
+            clean = redact_exception(exc, self._secrets(), (self.api_key_env,))
+            if clean is None:
+                raise
+            raise clean from None
+
+    def _secrets(self) -> list[str]:
+        out = [os.environ.get(self.api_key_env) or ""]
+        if self.serve_dir is not None:
+            out.append((read_endpoint(self.serve_dir) or {}).get("token") or "")
+        return [s for s in out if s]
+
+    def _generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.agenerate(requests))
         # Called from inside an event loop (a notebook, an async task): use a thread.
         box: dict[str, Any] = {}
-        t = threading.Thread(target=lambda: box.setdefault("r", asyncio.run(self.agenerate(requests))))
+
+        def run() -> None:
+            try:
+                box["r"] = asyncio.run(self.agenerate(requests))
+            except BaseException as exc:  # noqa: BLE001 (re-raised in the caller's thread)
+                box["e"] = exc
+
+        t = threading.Thread(target=run)
         t.start()
         t.join()
+        if "e" in box:
+            raise box["e"]
         return box["r"]
 
     async def agenerate(self, requests: Sequence[Request]) -> list[list[Completion]]:

@@ -6,7 +6,8 @@ speaks the subset clients of this toolkit use: ``POST /v1/chat/completions`` (no
 streaming), ``GET /v1/models``, ``GET /health``.
 
 With a `token`, every route but ``/health`` needs ``Authorization: Bearer TOKEN``
-(401 otherwise); `launch serve` always sets one (see `inference.serve_job`).
+(401 otherwise); `launch serve` always sets one (see `inference.serve_job`).  Connections,
+time and request fields are bounded as `inference.serve_guard` says (400 naming the field).
 
 Concurrent HTTP requests are queued and handed to the engine in micro-batches by one
 worker thread, so the engine (which is not thread-safe) sees batches as it would in an
@@ -19,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hmac
-import json
 import os
 import queue
 import sys
@@ -29,14 +28,12 @@ import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from veribatch.inference.serve_guard import BadRequest, GuardedHandler, GuardedServer, Limits
 from veribatch.inference.types import Completion, Engine, Message, Request, Sampling
 
-
-class BadRequest(ValueError):
-    pass
+__all__ = ["BadRequest", "EngineServer", "chat_response", "parse_chat_request"]
 
 
 def parse_chat_request(body: Any) -> Request:
@@ -67,8 +64,8 @@ def parse_chat_request(body: Any) -> Request:
             seed=int(body.get("seed") or 0),
             stop=tuple(str(s) for s in stop),
         )
-    except (TypeError, ValueError) as exc:
-        raise BadRequest(f"bad sampling parameter: {exc}") from exc
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise BadRequest(f"bad sampling parameter: {exc}") from None
     if sampling.n < 1 or sampling.max_tokens < 1:
         raise BadRequest("'n' and 'max_tokens' must be >= 1")
     return Request(id="chatcmpl-" + uuid.uuid4().hex[:24], messages=tuple(messages), sampling=sampling)
@@ -112,6 +109,7 @@ class EngineServer:
         max_batch: int = 16,
         batch_wait_s: float = 0.005,
         token: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.engine = engine
         self.token = token
@@ -122,8 +120,8 @@ class EngineServer:
         self.ready = threading.Event()
         self.last_request = time.time()
         self.requests_served = 0
-        self.httpd = ThreadingHTTPServer((host, port), self._handler_class())
-        self.httpd.daemon_threads = True
+        self.limits = limits or Limits()
+        self.httpd = GuardedServer((host, port), self._handler_class(), self.limits, token)
         host_, port_ = self.httpd.server_address[:2]
         self.host = host_.decode() if isinstance(host_, bytes) else str(host_)
         self.port = int(port_)
@@ -179,77 +177,51 @@ class EngineServer:
                     if not fut.done():
                         fut.set_exception(exc)
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+    def _handler_class(self) -> type[GuardedHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet by default
-                pass
-
-            def _send(self, code: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _error(self, code: int, message: str, kind: str) -> None:
-                self._send(code, {"error": {"message": message, "type": kind, "code": code}})
-
-            def _authorized(self) -> bool:
-                if server.token is None:
-                    return True
-                got = self.headers.get("Authorization") or ""
-                if hmac.compare_digest(got.encode(), f"Bearer {server.token}".encode()):
-                    return True
-                self._error(401, "missing or wrong bearer token (see endpoint.json of the "
-                                 "serve directory)", "authentication_error")
-                return False
-
+        class Handler(GuardedHandler):
             def do_GET(self) -> None:
-                if self.path != "/health" and not self._authorized():
-                    return
+                self._watch.cancel()
                 if self.path == "/health":
                     if server.ready.is_set():
                         # no model name: it is often a local path, and /health needs no token
-                        self._send(200, {"status": "ok"})
+                        self.send_json(200, {"status": "ok"})
                     else:
-                        self._error(503, "not ready", "unavailable")
-                elif self.path in ("/v1/models", "/models"):
-                    self._send(200, {"object": "list", "data": [
+                        self.send_error_json(503, "not ready", "unavailable")
+                    return
+                if not self.authorized():
+                    return
+                if self.path in ("/v1/models", "/models"):
+                    self.send_json(200, {"object": "list", "data": [
                         {"id": server.served_name, "object": "model", "owned_by": "veribatch"}]})
                 else:
-                    self._error(404, f"no route {self.path}", "not_found")
+                    self.send_error_json(404, f"no route {self.path}", "not_found")
 
             def do_POST(self) -> None:
-                if not self._authorized():
+                if not self.authorized():
                     return
                 if self.path not in ("/v1/chat/completions", "/chat/completions"):
-                    self._error(404, f"no route {self.path}", "not_found")
+                    self.send_error_json(404, f"no route {self.path}", "not_found")
                     return
                 server.last_request = time.time()
                 try:
-                    length = int(self.headers.get("Content-Length") or 0)
-                    body = json.loads(self.rfile.read(length) or b"null")
-                    request = parse_chat_request(body)
-                except (ValueError, BadRequest) as exc:
-                    self._error(400, str(exc), "invalid_request_error")
+                    request = parse_chat_request(self.read_json())
+                except BadRequest as exc:
+                    self.send_error_json(exc.status, str(exc), "invalid_request_error")
                     return
                 try:
                     comps = server.submit(request).result()
                 except Exception as exc:  # noqa: BLE001
-                    self._error(500, f"{type(exc).__name__}: {exc}", "server_error")
+                    self.send_error_json(500, f"{type(exc).__name__}: {exc}", "server_error")
                     return
                 errors = [c.error for c in comps if c.error]
                 if errors:
-                    self._error(500, errors[0] or "engine error", "server_error")
+                    self.send_error_json(500, errors[0] or "engine error", "server_error")
                     return
                 server.requests_served += 1
                 server.last_request = time.time()
-                self._send(200, chat_response(request, comps, server.served_name))
+                self.send_json(200, chat_response(request, comps, server.served_name))
 
         return Handler
 

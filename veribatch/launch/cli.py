@@ -477,6 +477,9 @@ def _register_commands() -> None:
 
 
 def main() -> None:
+    from veribatch.rundir.paths import make_files_private
+
+    make_files_private()
     try:
         app()
     except KeyboardInterrupt:

@@ -9,6 +9,7 @@ every stage of every attempt on every node sees the same instances in shard k.
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from veribatch.inference.providers import ENGINE_OPTIONS, engine_options
+from veribatch.inference.redact import check_secret_value
 from veribatch.inference.registry import local_model_problem, parse_spec
 from veribatch.rundir.paths import AGGREGATE_STAGE
 from veribatch.tasks.base import Instance, RunConfig, Stage, Task, UnknownNameError
@@ -160,10 +162,14 @@ def make_config(
 def check_model_spec(model: str) -> None:
     """Fail at plan time — not after the baseline stage has run for an hour — on a model
     spec that cannot work: an unknown engine, a local model path (hf:/..., vllm:./...) that
-    does not exist or is not a model folder (config.json and weights), or a replay source
-    that is not a directory."""
+    does not exist or is not a model folder (config.json and weights), a replay source
+    that is not a directory, or an ``openai:`` key with surrounding whitespace."""
     kind, name = parse_spec(model)
     path = Path(name).expanduser()
+    if kind == "openai":  # the key goes in a header: a '\r' fails every request, quoting it
+        problem = check_secret_value("OPENAI_API_KEY", os.environ.get("OPENAI_API_KEY"))
+        if problem:
+            raise PlanError(f"--model {model}: {problem}")
     if kind == "replay":
         if not path.is_dir():
             raise PlanError(f"--model {model}: replay needs a run directory; {path} "

@@ -27,6 +27,20 @@ class RunDirError(ValueError):
     the file)."""
 
 
+PRIVATE_UMASK = 0o077
+
+
+def make_files_private() -> None:
+    """From now on this process — and every process it starts: local workers, serve jobs,
+    and SLURM jobs (sbatch hands its umask to the job as ``SLURM_UMASK``) — creates files
+    0600 and folders 0700, as SLURM's own spool and BenchExec do: a run's records, logs and
+    error files can quote model answers, prompts and endpoints, and are the user's alone.
+
+    Called once, first thing in the CLI's main (the one entry point of every run)."""
+    os.umask(os.umask(PRIVATE_UMASK) | PRIVATE_UMASK)
+    _umask.cache_clear()
+
+
 @lru_cache(maxsize=1)
 def _umask() -> int:
     """The process umask (reading it means setting it; done once, before any thread writes)."""
@@ -39,7 +53,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write via a temp file in the same directory + fsync + rename: readers see old or new, never half.
 
     mkstemp creates the file 0600; it gets the mode any other new file would (0666 less the
-    umask), so a teammate in the group can read a shared run directory when the umask allows."""
+    umask; under the CLI that is 0600, see `make_files_private`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
