@@ -20,6 +20,7 @@ unparsable without being read: a model's answer never stalls the verify stage.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 MAX_ANSWER_CHARS = 65_536  # two short lines are asked for; prose around them is allowed
@@ -27,7 +28,6 @@ MAX_ANSWER_CHARS = 65_536  # two short lines are asked for; prose around them is
 _FENCE = re.compile(r"^\s*```[\w+-]*\s*$")
 _LOC_KEYS = ("location", "marker", "label", "loc")
 _INV_KEYS = ("loop invariant", "invariant", "predicate")
-_BULLET = " \t\r\f\v-*>"  # list markers, quotes and emphasis before a key
 _MARKER_REF = re.compile(r"^(?:INVARIANT_MARKER_)?(?P<k>\d+)(?:\s*\(\s*\))?\s*;?$", re.IGNORECASE)
 _ASSERT = re.compile(r"^(?:assert|__VERIFIER_assert)\s*\((?P<e>.*)\)\s*;?$", re.DOTALL)
 
@@ -46,17 +46,31 @@ class Unparsable:
 
 
 def _field(line: str, keys: tuple[str, ...]) -> str | None:
-    """The value of a ``key: value`` (or ``key = value``) line, markup around the key
-    allowed; None when the line is not one."""
-    head = line.lstrip(_BULLET)
-    low = head[:16].lower()
+    """The value of a ``key: value`` (or ``key = value``) line, or None when the line is not
+    one.  Before the key: spaces, list or quote markers, then emphasis; between key and
+    colon: spaces and emphasis.  Each run is skipped once, left to right (a regular
+    expression with these adjacent optional runs backtracks quadratically on a long one)."""
+    i = _skip(line, 0, str.isspace)
+    i = _skip(line, i, lambda c: c in "-*>")
+    i = _skip(line, i, str.isspace)
+    i = _skip(line, i, lambda c: c == "*")
+    i = _skip(line, i, str.isspace)
+    low = line[i:i + 16].lower()
     for key in keys:
         if low.startswith(key):
-            rest = head[len(key):].lstrip(" \t*")
-            if rest[:1] in (":", "=") and rest[1:].strip():
-                return rest[1:].strip()
+            j = _skip(line, i + len(key), str.isspace)
+            j = _skip(line, j, lambda c: c == "*")
+            j = _skip(line, j, str.isspace)
+            if line[j:j + 1] in (":", "=") and line[j + 1:]:
+                return line[j + 1:].strip()
             return None
     return None
+
+
+def _skip(line: str, i: int, within: Callable[[str], bool]) -> int:
+    while i < len(line) and within(line[i]):
+        i += 1
+    return i
 
 
 def _strip_markup(value: str) -> str:
