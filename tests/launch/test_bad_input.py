@@ -90,3 +90,17 @@ def test_hand_edited_manifest_is_refused(tmp_path):
     m.write_text(m.read_text().replace('"iterations": 1000', '"iterations": 999'))
     r = launch("status", str(rd))
     assert r.returncode == 2 and "does not hash to the recorded identity" in r.stderr
+
+
+def test_run_name_is_confined_to_the_runs_dir(tmp_path):
+    """A relative or absolute --run-name would create the run outside the runs folder."""
+    runs = tmp_path / "runs"
+    outside = tmp_path / "abs"
+    for name in ("../../x", "../x", str(outside), "a/b", "..", ".hidden", "x\n#SBATCH --qos=high", ""):
+        for args in (("selftest",), ("selftest", "--dry-run")):
+            r = launch(*args, "--run-name", name, "--runs-dir", str(runs), "-q")
+            assert r.returncode == 2, (name, args, r.stderr)
+            assert "a run name is one directory inside the runs folder" in r.stderr, (name, r.stderr)
+    assert not runs.exists() and not outside.exists() and sorted(p.name for p in tmp_path.iterdir()) == []
+    r = launch("selftest", "--run-name", "ok_name-1.2", "--runs-dir", str(runs), "-q")
+    assert r.returncode == 0 and (runs / "ok_name-1.2").is_dir()

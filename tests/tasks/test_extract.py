@@ -1,6 +1,8 @@
 """Shared answer extraction: every shape of answer maps to a named outcome, never a guess."""
 
-from veribatch.tasks.extract import extract_code, extract_label
+import time
+
+from veribatch.tasks.extract import drop_reasoning, extract_code, extract_label
 
 LABELS = ("GENUINE", "SPURIOUS")
 
@@ -71,3 +73,24 @@ def test_a_pick_function_chooses_among_the_candidates() -> None:
     text = "```cpp\nint big() { return 1; }\n```\n```cpp\nint x;\n```"
     ex = extract_code(text, languages=("cpp",), pick=lambda blocks: 0)
     assert ex.outcome == "multiple_blocks" and ex.code.startswith("int big()")
+
+
+def test_pathological_answers_are_read_in_linear_time() -> None:
+    """Each took seconds to minutes with the backtracking expressions (issue 37)."""
+    cases = ["```" + "a" * 40_000 + "`", "```\nx\n```\n" * 8000, "<think>" * 20_000,
+             "<thoughts>" * 20_000, "~~~ x" + " " * 40_000 + "y"]
+    for text in cases:
+        start = time.perf_counter()
+        extract_code(text, reasoning=True, bare_ok=True)
+        assert time.perf_counter() - start < 1.0, text[:20]
+    for text in ("answer" + "-" * 40_000, "verdict" + " " * 40_000 + "x"):
+        start = time.perf_counter()
+        assert extract_label(text, ("GENUINE", "SPURIOUS")).outcome == "none"
+        assert time.perf_counter() - start < 1.0
+
+
+def test_reasoning_sections_dropped_as_a_lazy_match_would() -> None:
+    assert drop_reasoning("a<think>b</think>c<THINK>d</think>e") == ("ace", False)
+    assert drop_reasoning("a<think>b<think>c</think>d") == ("ad", False)
+    assert drop_reasoning("a<think>b</think>c<think>d") == ("ac", True)
+    assert drop_reasoning("İ<think>b</think>c") == ("İc", False)

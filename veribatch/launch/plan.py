@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,6 +27,21 @@ from veribatch.tasks.sampling import check_sampling
 
 class PlanError(ValueError):
     """A bad choice on the command line (unknown option, impossible shard count...)."""
+
+
+# A run name is one directory inside the runs folder: an allow-list, so no '/', no '..', no
+# leading '.', no whitespace or newline (the name is also written into sbatch scripts).
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+
+
+def check_run_name(name: str) -> str:
+    """`name` if it names a directory directly inside the runs folder, else `PlanError`."""
+    if not _RUN_NAME.fullmatch(name):
+        raise PlanError(
+            f"--run-name {name!r}: a run name is one directory inside the runs folder (--runs-dir "
+            "chooses the folder): letters, digits and . _ + - only, starting with a letter or "
+            "digit, at most 128 characters; not a path")
+    return name
 
 
 @dataclass

@@ -32,7 +32,7 @@ from .executors.base import Executor, SubmitResult
 from .jobs import load_jobs, update_jobs
 from .locks import RUNNING_LOCALLY, RunLock, is_locked, read_holder, require_locking, run_lock
 from .manifest import RunConflictError, check_reusable, code_version, create_or_reuse, load_manifest
-from .plan import Plan, PlanError, make_config, make_plan
+from .plan import Plan, PlanError, check_run_name, make_config, make_plan
 from .resume_set import ResumeSet, resume_set_for
 from .rundir import default_runs_dir
 from .status import RunState, run_state
@@ -122,7 +122,7 @@ def plan_run(task_name: str, *, dataset: str | None = None, model: str | None = 
 
 def run_directory(plan: Plan, runs_dir: Path | None, run_name: str | None) -> Path:
     base = runs_dir if runs_dir is not None else default_runs_dir()
-    return base / (run_name or plan.run_id)
+    return base / (check_run_name(run_name) if run_name is not None else plan.run_id)
 
 
 def check_engine_installed(model: str | None) -> None:

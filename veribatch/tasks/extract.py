@@ -35,8 +35,25 @@ from typing import Literal
 Outcome = Literal["ok", "multiple_blocks", "truncated", "no_block", "bare", "empty"]
 OUTCOMES: tuple[Outcome, ...] = ("ok", "multiple_blocks", "truncated", "no_block", "bare", "empty")
 
-# A fence line: ``` or ~~~ (3 or more), an optional info string (language), nothing else.
-_FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\s`]*)[^\n`]*$")
+
+
+def _fence(line: str) -> tuple[str, str] | None:
+    """A fence line: ``` or ~~~ (3 or more), then an optional info string (no backtick)
+    whose first word is the language; (fence, language), or None.  Scanned once, so linear
+    in the line (a regular expression with two competing runs was quadratic on a long line)."""
+    rest = line.lstrip(" \t")
+    if rest[:3] not in ("```", "~~~"):
+        return None
+    ch = rest[0]
+    n = len(rest) - len(rest.lstrip(ch))
+    fence, info = rest[:n], rest[n:]
+    if "`" in info:
+        return None
+    info = info.lstrip(" \t")
+    end = 0
+    while end < len(info) and not info[end].isspace() and info[end] != "`":
+        end += 1
+    return fence, info[:end]
 
 
 @dataclass(frozen=True)
@@ -66,42 +83,62 @@ def code_blocks(text: str) -> list[CodeBlock]:
     the same character at least as long; an unclosed block runs to the end)."""
     blocks: list[CodeBlock] = []
     lines = text.splitlines()
+    last_text = max((k for k, ln in enumerate(lines) if ln.strip()), default=-1)
     i = 0
     while i < len(lines):
-        m = _FENCE.match(lines[i])
-        if not m:
+        m = _fence(lines[i])
+        if m is None:
             i += 1
             continue
-        fence, info = m.group("fence"), m.group("info").lower()
+        fence, info = m[0], m[1].lower()
         body: list[str] = []
         j = i + 1
         closed = False
         while j < len(lines):
-            close = _FENCE.match(lines[j])
-            if close and close.group("fence")[0] == fence[0] and len(close.group("fence")) >= len(fence) \
-                    and not close.group("info"):
+            close = _fence(lines[j])
+            if close and close[0][0] == fence[0] and len(close[0]) >= len(fence) \
+                    and not close[1]:
                 closed = True
                 break
             body.append(lines[j])
             j += 1
-        trailing = closed and any(ln.strip() for ln in lines[j + 1:])
+        trailing = closed and last_text > j
         blocks.append(CodeBlock(info, "\n".join(body) + ("\n" if body else ""), closed, i + 1, trailing))
         i = j + 1
     return blocks
 
 
-_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
-_THINK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+
+
+def _without_closed_reasoning(text: str) -> str:
+    """`text` without its ``<think>...</think>`` sections (each opening tag to the first
+    closing tag after it, as a lazy match would), in one left-to-right pass."""
+    low = text.lower()  # ASCII tags: lower() keeps every index of this text
+    if len(low) != len(text):
+        low = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    out: list[str] = []
+    pos = 0
+    while True:
+        start = low.find("<think>", pos)
+        if start < 0:
+            break
+        end = low.find("</think>", start + len("<think>"))
+        if end < 0:
+            break
+        out.append(text[pos:start])
+        pos = end + len("</think>")
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def drop_reasoning(text: str) -> tuple[str, bool]:
     """`text` without its closed ``<think>...</think>`` sections, and whether an unclosed
     ``<think>`` remains (then everything from it on is reasoning, not an answer).  A lone
     ``</think>`` (templates that put the opening tag in the prompt) ends the reasoning too."""
-    out = _THINK.sub("", text)
-    m = _THINK_OPEN.search(out)
-    if m:
-        return out[:m.start()], True
+    out = _without_closed_reasoning(text)
+    start = out.lower().find("<think>")
+    if start >= 0:
+        return out[:start], True
     low = out.lower()
     if "</think>" in low:
         out = out[low.rfind("</think>") + len("</think>"):]
@@ -174,18 +211,37 @@ def extract_label(text: str | None, labels: Sequence[str]) -> LabelAnswer:
         return LabelAnswer("empty", None)
     alternatives = "|".join(re.escape(lab) for lab in sorted(labels, key=len, reverse=True))
     word = re.compile(rf"(?<![A-Za-z_])({alternatives})(?![A-Za-z_])", re.IGNORECASE)
-    verdict_line = re.compile(
-        rf"^\W*(?:(?:final\s+)?answer|verdict|label|classification|result)\W*[:=\-]?\W*({alternatives})\W*$"
-        rf"|^\W*\**\s*({alternatives})\s*\**\W*$", re.IGNORECASE)
+    # Applied to a line with its non-word ends trimmed (`_trim_nonword`), so no two
+    # quantifiers compete for one run of punctuation: matching is linear in the line.
+    keyed = re.compile(rf"(?:(?:final\s+)?answer|verdict|label|classification|result)\W*({alternatives})",
+                       re.IGNORECASE)
     canon = {lab.lower(): lab for lab in labels}
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     for line in reversed(lines):
-        m = verdict_line.match(line)
+        core = _trim_nonword(line)
+        if core.lower() in canon:  # **X**, X. on its own line
+            return LabelAnswer("ok", canon[core.lower()])
+        m = keyed.fullmatch(core)
         if m:
-            return LabelAnswer("ok", canon[(m.group(1) or m.group(2)).lower()])
+            return LabelAnswer("ok", canon[m.group(1).lower()])
     found = {canon[w.lower()] for w in word.findall(lines[-1])}
     if len(found) == 1:
         return LabelAnswer("ok", found.pop())
     if len(found) > 1:
         return LabelAnswer("conflict", None)
     return LabelAnswer("none", None)
+
+
+def _word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _trim_nonword(line: str) -> str:
+    """`line` without the non-word characters (``\\W``: punctuation, emphasis, spaces) at
+    either end, by a scan from each end."""
+    i, j = 0, len(line)
+    while i < j and not _word_char(line[i]):
+        i += 1
+    while j > i and not _word_char(line[j - 1]):
+        j -= 1
+    return line[i:j]

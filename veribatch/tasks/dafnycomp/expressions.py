@@ -37,6 +37,10 @@ _OPS = ("<==>", "==>", "<==", "&&", "||", "==", "!=", "<=", ">=", "::", "..", ":
 _SCALARS = ("int", "nat", "bool", "char")
 _SEQ = re.compile(r"^(seq|array)\s*<\s*(int|nat|bool|char)\s*>$")
 _fresh = itertools.count()
+# A contract's helper calls are unfolded once per distinct argument list (memoised), and at
+# most this many times in all: a chain F_i(x) = F_{i-1}(x) + F_{i-1}(x + 1) still costs 2^k
+# distinct calls, so past the cap the contract is opaque (undecided), never "fine".
+MAX_UNFOLDINGS = 2000
 
 
 class Opaque(Exception):
@@ -210,6 +214,8 @@ class Translator:
     facts: list[Any] = field(default_factory=list)
     _rec: dict[str, Any] = field(default_factory=dict)
     _unfolding: tuple[str, ...] = ()
+    _unfolded: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    _unfoldings: int = 0
 
     def term(self, toks: list[str], env: dict[str, Any]) -> Any:
         return _Parser(self, toks, env).parse()
@@ -224,13 +230,22 @@ class Translator:
         if name not in self.recursive:
             if name in self._unfolding:
                 raise Opaque(f"{name}: recursion")
+            key = _memo_key(name, args)
+            if key is not None and key in self._unfolded:
+                return self._unfolded[key]
+            self._unfoldings += 1
+            if self._unfoldings > MAX_UNFOLDINGS:
+                raise Opaque(f"{name}: more than {MAX_UNFOLDINGS} helper unfoldings in one contract")
             env = {p: a for (p, _), a in zip(f.params, args, strict=True)}
             outer = self._unfolding
             self._unfolding = (*outer, name)
             try:
-                return self.term(list(f.body), env)
+                value = self.term(list(f.body), env)
             finally:
                 self._unfolding = outer
+            if key is not None:
+                self._unfolded[key] = value
+            return value
         if not all(scalar_type(t) for _, t in f.params) or not scalar_type(f.result):
             raise Opaque(f"{name}: a recursive function over non-scalar values")
         if any(not z3.is_expr(a) or isinstance(a, SeqTerm) for a in args):
@@ -250,6 +265,24 @@ class Translator:
         if decl is None:
             raise Opaque(f"{name}: its body leaves the fragment")
         return decl(*args)
+
+
+def _memo_key(name: str, args: list[Any]) -> tuple[Any, ...] | None:
+    """A call's identity for the unfolding memo: z3 terms are hash-consed, so two equal
+    arguments have one AST id; None (no memo) for an argument of another kind."""
+    import z3
+    parts: list[Any] = [name]
+    for a in args:
+        if isinstance(a, SeqTerm):
+            inner = a.inner.get_id() if z3.is_expr(a.inner) else None
+            if not (z3.is_expr(a.length) and z3.is_expr(a.elems)) or (a.inner is not None and inner is None):
+                return None
+            parts.append(("seq", a.length.get_id(), a.elems.get_id(), a.elem, inner))
+        elif z3.is_expr(a):
+            parts.append(("z3", a.get_id()))
+        else:
+            return None
+    return tuple(parts)
 
 
 def _is_z3(v: Any) -> bool:

@@ -11,22 +11,23 @@ predicate) but never guesses: a missing predicate, a location that names no mark
 or two different answers in one completion make the answer *unparsable*, recorded as
 such.  The one inference it makes is a missing location when the program has exactly
 one marker — there is nothing to choose then.
+
+The reading is linear in the answer's length (string methods, and regular expressions only
+where they cannot backtrack over a long run), and an answer over `MAX_ANSWER_CHARS` is
+unparsable without being read: a model's answer never stalls the verify stage.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
+MAX_ANSWER_CHARS = 65_536  # two short lines are asked for; prose around them is allowed
+
 _FENCE = re.compile(r"^\s*```[\w+-]*\s*$")
-_LOC = re.compile(
-    r"^\s*[-*>]*\s*\**\s*(?:location|loc|marker|label)\s*\**\s*[:=]\s*(?P<v>.+?)\s*$",
-    re.IGNORECASE,
-)
-_INV = re.compile(
-    r"^\s*[-*>]*\s*\**\s*(?:invariant|predicate|loop invariant)\s*\**\s*[:=]\s*(?P<v>.+?)\s*$",
-    re.IGNORECASE,
-)
+_LOC_KEYS = ("location", "marker", "label", "loc")
+_INV_KEYS = ("loop invariant", "invariant", "predicate")
 _MARKER_REF = re.compile(r"^(?:INVARIANT_MARKER_)?(?P<k>\d+)(?:\s*\(\s*\))?\s*;?$", re.IGNORECASE)
 _ASSERT = re.compile(r"^(?:assert|__VERIFIER_assert)\s*\((?P<e>.*)\)\s*;?$", re.DOTALL)
 
@@ -44,15 +45,47 @@ class Unparsable:
     reason: str
 
 
+def _field(line: str, keys: tuple[str, ...]) -> str | None:
+    """The value of a ``key: value`` (or ``key = value``) line, or None when the line is not
+    one.  Before the key: spaces, list or quote markers, then emphasis; between key and
+    colon: spaces and emphasis.  Each run is skipped once, left to right (a regular
+    expression with these adjacent optional runs backtracks quadratically on a long one)."""
+    i = _skip(line, 0, str.isspace)
+    i = _skip(line, i, lambda c: c in "-*>")
+    i = _skip(line, i, str.isspace)
+    i = _skip(line, i, lambda c: c == "*")
+    i = _skip(line, i, str.isspace)
+    low = line[i:i + 16].lower()
+    for key in keys:
+        if low.startswith(key):
+            j = _skip(line, i + len(key), str.isspace)
+            j = _skip(line, j, lambda c: c == "*")
+            j = _skip(line, j, str.isspace)
+            if line[j:j + 1] in (":", "=") and line[j + 1:]:
+                return line[j + 1:].strip()
+            return None
+    return None
+
+
+def _skip(line: str, i: int, within: Callable[[str], bool]) -> int:
+    while i < len(line) and within(line[i]):
+        i += 1
+    return i
+
+
 def _strip_markup(value: str) -> str:
-    v = value.strip()
-    while True:  # peel emphasis, backticks and a trailing ';' in any order
-        before = v
-        v = v.strip("*").strip().rstrip(";").strip()
-        if len(v) >= 2 and v[0] == v[-1] == "`":
-            v = v[1:-1].strip()
-        if v == before:
+    i, j = 0, len(value)
+    while True:  # peel emphasis, backticks and a trailing ';' in any order (one pass: linear)
+        before = (i, j)
+        while i < j and (value[i] == "*" or value[i].isspace()):
+            i += 1
+        while j > i and (value[j - 1] in "*;" or value[j - 1].isspace()):
+            j -= 1
+        if j - i >= 2 and value[i] == value[j - 1] == "`":
+            i, j = i + 1, j - 1
+        if (i, j) == before:
             break
+    v = value[i:j]
     m = _ASSERT.match(v)
     if m:
         v = m.group("e").strip()
@@ -61,18 +94,20 @@ def _strip_markup(value: str) -> str:
 
 def parse_answer(text: str, labels: list[int]) -> Answer | Unparsable:
     """Find exactly one (location, invariant) pair in `text`; `labels` are the valid markers."""
+    if len(text) > MAX_ANSWER_CHARS:
+        return Unparsable(f"answer of {len(text)} characters (at most {MAX_ANSWER_CHARS} are read)")
     locs: list[str] = []
     invs: list[str] = []
     for line in text.splitlines():
         if _FENCE.match(line):
             continue
-        m = _LOC.match(line)
-        if m:
-            locs.append(_strip_markup(m.group("v")))
+        value = _field(line, _LOC_KEYS)
+        if value is not None:
+            locs.append(_strip_markup(value))
             continue
-        m = _INV.match(line)
-        if m:
-            invs.append(_strip_markup(m.group("v")))
+        value = _field(line, _INV_KEYS)
+        if value is not None:
+            invs.append(_strip_markup(value))
     invs = [v for v in invs if v]
     if not invs:
         return Unparsable("no 'invariant:' line found")

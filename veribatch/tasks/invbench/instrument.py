@@ -39,6 +39,21 @@ ERROR_FN = "reach_error"
 TARGET_CALLS = frozenset({ERROR_FN, "__VERIFIER_error", "__assert_fail"})
 
 
+# The conjunction of a loop's ψs, as deep as the verifiers' C front end re-reads within
+# Python's default recursion limit (every printed level is a pair of parentheses).
+MAX_INSTRUMENTED_DEPTH = 80
+
+
+def _depth(expr: c_ast.Node) -> int:
+    """An expression's depth, without recursion."""
+    deepest, stack = 0, [(expr, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((child, d + 1) for _, child in node.children())
+    return deepest
+
+
 class InstrumentationError(ValueError):
     """The program cannot be instrumented (no target, unknown loop, odd target call)."""
 
@@ -129,7 +144,17 @@ def instrument_all(
     program: str, invariants: list[tuple[int, c_ast.Node | str]], *, filename: str = "<program>"
 ) -> Instrumented:
     """d_a's and d_b's programs for a set of invariants (loop label, ψ); ψs of one loop are
-    conjoined."""
+    conjoined.  ψs come bounded (`validation.validate`); a set whose conjunction is still too
+    deep for the recursive C parser and printer is refused, never a `RecursionError`."""
+    try:
+        return _instrument_all(program, invariants, filename=filename)
+    except RecursionError:
+        raise InstrumentationError(f"{filename}: the invariants are nested too deeply to instrument") from None
+
+
+def _instrument_all(
+    program: str, invariants: list[tuple[int, c_ast.Node | str]], *, filename: str
+) -> Instrumented:
     if not invariants:
         raise InstrumentationError(f"{filename}: no invariant to instrument")
     by_loop: dict[int, list[str]] = {}
@@ -142,6 +167,10 @@ def instrument_all(
         expr = parts[0]
         for part in parts[1:]:
             expr = c_ast.BinaryOp("&&", expr, part)
+        depth = _depth(expr)
+        if depth > MAX_INSTRUMENTED_DEPTH:
+            raise InstrumentationError(f"{filename}: the invariants of loop {label} are nested too deeply "
+                                       f"together ({depth} levels, at most {MAX_INSTRUMENTED_DEPTH})")
         return expr
 
     labels = sorted(by_loop)

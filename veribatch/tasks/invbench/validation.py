@@ -7,6 +7,15 @@ must not change the program state, so assignments (``a += 1``), increments, call
 are not in scope and expressions that are not conditions (``x + 1``).  The accepted ψ
 is returned in a canonical spelling (pycparser's), which is what Best-of-N deduplicates
 on and what the instrumented programs contain.
+
+What ψ may contain is an allow-list (`_ALLOWED_NODES`): variables, constants, operators,
+subscripts, field accesses and casts to a *named* scalar or pointer type; anything else
+(a call hidden in an array declarator of a cast's type, a compound literal, a statement
+expression) is ``unsupported``.  ψ is bounded before any recursive pass sees it
+(`MAX_PREDICATE_CHARS`, `MAX_PREDICATE_DEPTH`, `MAX_PREDICATE_NODES`, measured without
+recursion): the instrumented programs re-parse the canonical spelling, whose parentheses
+cost the recursive C parser several frames a level, so a 150-conjunct chain is recorded as
+``too_large`` rather than raising `RecursionError` in a shard.
 """
 
 from __future__ import annotations
@@ -25,6 +34,14 @@ _ALLOWED_UNARY = {"!", "-", "+", "~", "*", "sizeof"}
 _BOOL_TYPES = {"_Bool", "bool"}
 _CONSTANT_NAMES = {"true": "1", "false": "0"}
 
+MAX_PREDICATE_CHARS = 16_384
+MAX_PREDICATE_DEPTH = 64
+MAX_PREDICATE_NODES = 2_000
+
+# Expression nodes ψ may contain; type nodes only below a Cast or sizeof (`_type_problem`).
+_ALLOWED_NODES = (c_ast.BinaryOp, c_ast.UnaryOp, c_ast.TernaryOp, c_ast.ID, c_ast.Constant,
+                  c_ast.ArrayRef, c_ast.StructRef, c_ast.Cast, c_ast.Typename)
+
 
 @dataclass(frozen=True)
 class Valid:
@@ -34,7 +51,7 @@ class Valid:
 
 @dataclass(frozen=True)
 class Invalid:
-    kind: str  # "unparsable" | "side_effect" | "unknown_variable" | "non_boolean" | "unsupported"
+    kind: str  # "unparsable" | "side_effect" | "unknown_variable" | "non_boolean" | "unsupported" | "too_large"
     reason: str
 
 
@@ -93,7 +110,46 @@ class _Checker(c_ast.NodeVisitor):
         self.fail("unsupported", "compound literals are not allowed")
 
     def visit_Cast(self, node: c_ast.Cast) -> None:
-        self.visit(node.expr)  # the type name holds no variables
+        problem = _type_problem(node.to_type)
+        if problem:
+            self.fail("unsupported", f"cast to {problem}")
+        self.visit(node.expr)
+
+    def visit_Typename(self, node: c_ast.Typename) -> None:  # sizeof(type)
+        problem = _type_problem(node)
+        if problem:
+            self.fail("unsupported", f"sizeof of {problem}")
+
+    def generic_visit(self, node: c_ast.Node) -> None:
+        if not isinstance(node, _ALLOWED_NODES):
+            self.fail("unsupported", f"{type(node).__name__} is not allowed in a predicate")
+            return
+        super().generic_visit(node)
+
+
+def _type_problem(typename: c_ast.Node) -> str | None:
+    """Why a cast's type is not a named scalar (``int``, ``unsigned long``, a typedef name)
+    or a pointer to one, or None.  Array and function declarators are refused: their sizes
+    and parameters are expressions the predicate would smuggle into the program."""
+    node = typename.type if isinstance(typename, c_ast.Typename) else None
+    while isinstance(node, c_ast.PtrDecl):
+        node = node.type
+    if isinstance(node, c_ast.TypeDecl) and isinstance(node.type, c_ast.IdentifierType):
+        return None
+    what = type(node).__name__ if node is not None else type(typename).__name__
+    return f"a type built with {what} (only named scalar types and pointers to them)"
+
+
+def _shape(expr: c_ast.Node) -> tuple[int, int]:
+    """(depth, node count) of an AST, without recursion."""
+    depth, count = 0, 0
+    stack = [(expr, 1)]
+    while stack:
+        node, d = stack.pop()
+        count += 1
+        depth = max(depth, d)
+        stack.extend((child, d + 1) for _, child in node.children())
+    return depth, count
 
 
 def is_boolean(node: c_ast.Node, scope: Mapping[str, str]) -> bool:
@@ -133,10 +189,16 @@ def _replace_child(parent: c_ast.Node, name: str, new: c_ast.Node) -> None:
 
 def validate(predicate: str, scope: Mapping[str, str]) -> Valid | Invalid:
     """Check ψ against the variables in scope at its location (name → C type)."""
+    if len(predicate) > MAX_PREDICATE_CHARS:
+        return Invalid("too_large", f"{len(predicate)} characters (at most {MAX_PREDICATE_CHARS})")
     try:
         expr = parse_expression(predicate)
     except ValueError as e:
         return Invalid("unparsable", f"not a C expression: {e}")
+    depth, count = _shape(expr)
+    if depth > MAX_PREDICATE_DEPTH or count > MAX_PREDICATE_NODES:
+        return Invalid("too_large", f"nested {depth} levels, {count} nodes (at most {MAX_PREDICATE_DEPTH} "
+                                    f"levels, {MAX_PREDICATE_NODES} nodes)")
     checker = _Checker(scope)
     checker.visit(expr)
     if checker.problem:

@@ -382,7 +382,8 @@ def _run_bmc(
                     return {
                         "answer": "false",
                         "counterexample": {"inputs": values, "error_line": line, "depth": depth,
-                                           "replay": rep.detail, "search": "bit-blast"},
+                                           "replay": rep.detail, "replay_sandbox": rep.sandbox,
+                                           "search": "bit-blast"},
                     }
                 last_reason = f"timeout; unconfirmed counterexample at depth {depth}: {rep.detail}"
             left_ms = int((deadline - time.monotonic()) * 1000)
@@ -406,7 +407,7 @@ def _run_bmc(
                     return {
                         "answer": "false",
                         "counterexample": {"inputs": values, "error_line": path.line,
-                                           "depth": depth, "replay": rep.detail},
+                                           "depth": depth, "replay": rep.detail, "replay_sandbox": rep.sandbox},
                     }
                 last_reason = f"timeout; unconfirmed counterexample at depth {depth}: {rep.detail}"
             elif r == z3.unknown:

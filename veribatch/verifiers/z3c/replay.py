@@ -6,25 +6,41 @@ the nondet values of the BMC model in call order, actually calls `reach_error`.
 That is an independent check of the encoder's C semantics: a trace that only
 exists in the model (or needs undefined behaviour) is not confirmed.
 
-The program runs in its own temporary directory and process group, under CPU,
-memory and wall limits, and is killed with its whole group on timeout.
+The program is dataset code (a downloaded split, a user's ``easy:/path``), so it is
+compiled and run in the judge's sandbox (`veribatch.verifiers.judge.run_sandboxed`, the box
+the judge runs model programs in): namespaces, seccomp, no network, a scrubbed environment,
+an unprivileged user, no view of other processes or of files outside its box, under CPU,
+memory and wall limits.  Which box is chosen by $VERIBATCH_REPLAY_SANDBOX (`auto`, the
+default; `bwrap`; `apptainer`; `unsafe`, only when asked for) and named on every replay
+(`Replay.sandbox`, the counterexample's ``replay_sandbox``); without one the trace is not
+replayed and the FALSE is not confirmed (UNKNOWN, with the sandbox's refusal as reason).
+
+The replay runs what the encoder verified: a program's own definition of a
+``__VERIFIER_nondet_*`` function is replaced by the input reader, since the encoder reads
+every such call as one input whatever its body says.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import resource
 import shutil
-import signal
-import subprocess
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from pycparser import c_ast
 
 from veribatch.verifiers import cfront
+from veribatch.verifiers.judge import SandboxUnavailable, detect_sandbox, run_sandboxed
+from veribatch.verifiers.result import Limits
 from veribatch.verifiers.z3c import encode
+
+SANDBOX_ENV = "VERIBATCH_REPLAY_SANDBOX"
+COMPILE_LIMITS = Limits(wall_s=60.0, cpu_s=60.0, memory_mb=2048)
+RUN_CPU_S = 10.0
+RUN_MEMORY_MB = 1024
+OUTPUT_CAP = 1 << 20
 
 _MARK = "VERIBATCH_REACH_ERROR"
 _ALLOC_PROTOTYPES = {
@@ -69,6 +85,7 @@ _SCANF_C = """int scanf(const char *f, ...) {
 class Replay:
     confirmed: bool
     detail: str
+    sandbox: str = ""  # the box it ran in (`Sandbox.label`), "" when it did not run
 
 
 class _Rewrite(c_ast.NodeVisitor):
@@ -136,14 +153,16 @@ def program_source(ast: c_ast.FileAST, values: list[int], *, data_model: str = "
                 called.add(node.name.name)
             self.generic_visit(node)
 
-    Calls().visit(tree)
-    defined = {e.decl.name for e in tree.ext if isinstance(e, c_ast.FuncDef)}
     ours = {"reach_error", "__assert_fail", "__VERIFIER_error"}
+    # the program's own input functions go too: the encoder reads each call as one input
+    inputs = {e.decl.name for e in tree.ext if isinstance(e, c_ast.FuncDef) and _is_input(e.decl.name)}
     tree.ext = [
         e for e in tree.ext
-        if not (isinstance(e, c_ast.FuncDef) and e.decl.name in ours)
+        if not (isinstance(e, c_ast.FuncDef) and e.decl.name in ours | inputs)
         and not (isinstance(e, c_ast.Decl) and e.name in ours | {"rand"})
     ]
+    Calls().visit(tree)
+    defined = {e.decl.name for e in tree.ext if isinstance(e, c_ast.FuncDef)}
     _Rewrite(data_model == "ILP32", _aggregate_typedefs(tree)).visit(tree)
     Calls().visit(tree)  # the rewrite may call the float input readers
     long_as = "int" if data_model == "ILP32" else "long"
@@ -170,13 +189,9 @@ def program_source(ast: c_ast.FileAST, values: list[int], *, data_model: str = "
         if name in called and name not in defined:  # its bits, as `floats.float_nondet` reads ND(i)
             lines.append(f"{ctype} {name}(void) {{ unsigned {ints} b = (unsigned {ints})__vb_nd();"
                          f" {ctype} d; __builtin_memcpy(&d, &b, sizeof d); return d; }}")
-    # a program's own `__VERIFIER_nondet_int` that calls scanf is a builtin to the
-    # encoder (one input): there scanf stays libc's (stdin is empty)
-    wrapped = any(encode.nondet_type_name(e.decl.name) and "scanf" in cfront.to_source(e)
-                  for e in tree.ext if isinstance(e, c_ast.FuncDef))
     for name in sorted(called - defined):
         nd = encode.nondet_type_name(name)
-        if name == "scanf" and not wrapped:
+        if name == "scanf":
             lines.append(_SCANF_C.replace("LONG", long_as))
         if nd is not None:
             ctype = nd.replace("long long", "LL").replace("long", long_as).replace("LL", "long long")
@@ -192,54 +207,56 @@ def program_source(ast: c_ast.FileAST, values: list[int], *, data_model: str = "
     return "\n".join(lines) + "\n" + cfront.to_source(tree)
 
 
-def _limits() -> None:
-    resource.setrlimit(resource.RLIMIT_CPU, (10, 10))
-    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 24, 1 << 24))
+def _is_input(name: str) -> bool:
+    """A function the encoder reads as an input, whatever its definition."""
+    return encode.nondet_type_name(name) is not None or name in _FLOAT_INPUTS
+
+
+_FLAGS = ("-std=gnu11", "-O0", "-w", "-fno-builtin",
+          "-fsanitize=signed-integer-overflow,integer-divide-by-zero,shift", "-fno-sanitize-recover=all")
 
 
 def replay(
     ast: c_ast.FileAST, values: list[int], *, data_model: str = "ILP32", timeout_s: float = 10.0
 ) -> Replay:
-    """Compile and run the program on `values`; confirmed iff it reaches `reach_error`."""
-    gcc = shutil.which("gcc")
-    if gcc is None:
+    """Compile and run the program on `values` in the judge's sandbox; confirmed iff it
+    reaches `reach_error`."""
+    if shutil.which("gcc") is None:
         return Replay(False, "gcc not found: the counterexample cannot be confirmed")
+    try:
+        box = detect_sandbox(os.environ.get(SANDBOX_ENV) or "auto")
+    except (SandboxUnavailable, ValueError) as e:
+        return Replay(False, f"not replayed (no sandbox for dataset code): {e}")
     src = program_source(ast, values, data_model=data_model)
-    with tempfile.TemporaryDirectory(prefix="vb-replay-") as tmp:
-        cfile = os.path.join(tmp, "cex.c")
-        exe = os.path.join(tmp, "cex")
-        with open(cfile, "w") as fh:
-            fh.write(src)
-        flags = [
-            "-std=gnu11", "-O0", "-w", "-fno-builtin",
-            "-fsanitize=signed-integer-overflow,integer-divide-by-zero,shift",
-            "-fno-sanitize-recover=all",
-        ]
-        comp = subprocess.run(
-            [gcc, *flags, cfile, "-o", exe], capture_output=True, text=True, timeout=60, cwd=tmp
-        )
-        if comp.returncode != 0:
-            first = (comp.stderr.strip().splitlines() or ["?"])[0]
-            return Replay(False, f"replay program did not compile: {first}")
-        proc = subprocess.Popen(
-            [exe], cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_limits,
-            env={"PATH": "/usr/bin:/bin", "UBSAN_OPTIONS": "halt_on_error=1"},
-        )
-        try:
-            out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            return Replay(False, "replay timed out")
-        text = out.decode(errors="replace")
-        etext = err.decode(errors="replace")
-        if proc.returncode == 99 and _MARK in text:
-            return Replay(True, "reach_error reached by the compiled program")
+    # the compiler's output dir: the box's user must reach it, so not inside a private dir
+    with tempfile.TemporaryDirectory(prefix="vb-replay-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="vb-replay-out-") as out_dir:
+        work, out = Path(tmp), Path(out_dir)
+        if box.uid is not None:
+            os.chown(out, box.uid, box.uid)  # the compiler writes here as the box's user
+        log = work / "compile.log"
+        comp = run_sandboxed(["gcc", *_FLAGS, "cex.c", "-o", "out/cex"], {"cex.c": src.encode()},
+                             COMPILE_LIMITS, stdin_path=None, stdout_path=log, stderr_path=log,
+                             output_cap=OUTPUT_CAP, sandbox=box, writable={"out": out})
+        exe = out / "cex"
+        if comp.termination_reason != "exit" or comp.returncode != 0 or not exe.is_file():
+            text = comp.error or comp.read_output()
+            first = (text.strip().splitlines() or [comp.termination_reason])[0]
+            return Replay(False, f"replay program did not compile: {first}", box.label)
+        stdout, stderr = work / "stdout", work / "stderr"
+        limits = Limits(wall_s=timeout_s, cpu_s=RUN_CPU_S, memory_mb=RUN_MEMORY_MB)
+        run = run_sandboxed(["./cex"], {"cex": exe}, limits, stdin_path=None, stdin_data=b"",
+                            stdout_path=stdout, stderr_path=stderr, output_cap=OUTPUT_CAP, sandbox=box)
+        text = stdout.read_text(errors="replace") if stdout.is_file() else ""
+        etext = stderr.read_text(errors="replace") if stderr.is_file() else ""
+        if run.termination_reason not in ("exit", "signal"):
+            why = run.error or run.termination_reason
+            return Replay(False, f"replay stopped ({why})", box.label)
+        if run.returncode == 99 and _MARK in text:
+            return Replay(True, "reach_error reached by the compiled program", box.label)
         if "runtime error" in etext:
             line = next(x for x in etext.splitlines() if "runtime error" in x)
-            return Replay(False, f"undefined behaviour on the trace: {line.strip()}")
-        if proc.returncode == 97:
-            return Replay(False, "the program asked for more inputs than the trace has")
-        return Replay(False, f"program ended without reaching reach_error (exit {proc.returncode})")
+            return Replay(False, f"undefined behaviour on the trace: {line.strip()}", box.label)
+        if run.returncode == 97:
+            return Replay(False, "the program asked for more inputs than the trace has", box.label)
+        return Replay(False, f"program ended without reaching reach_error (exit {run.returncode})", box.label)
