@@ -22,8 +22,15 @@ from veribatch.tasks.refute.counterexample import (
     judge_input,
     run_generator,
 )
-from veribatch.verifiers.judge import Program, Verdict, detect_sandbox, run_program
+from veribatch.verifiers.judge import (
+    Program,
+    Verdict,
+    detect_sandbox,
+    run_program,
+    run_sandboxed,
+)
 from veribatch.verifiers.judge.reading import two_readings
+from veribatch.verifiers.result import Limits
 
 CAP = 1 << 20
 
@@ -47,11 +54,18 @@ def test_output_just_over_the_cap_is_ole_however_fast_the_exit(write, cache: Pat
         assert not isinstance(out, bytes) and out.reason == "generator_output_limit", out
 
 
-def test_cpu_in_children_shorter_than_a_poll_is_counted(write, cache: Path) -> None:
-    # the escape suite's attack: 500 x 5 ms of CPU, no child alive long enough to be polled
+def test_cpu_in_children_shorter_than_a_poll_is_counted(write, cache: Path,
+                                                        tmp_path: Path) -> None:
+    # the escape suite's attack: 500 x 5 ms of CPU, no child alive long enough to be polled;
+    # a judged program cannot fork (its allow-list), the compiler's filter lets it
     prog = Program.of(write("burst.py", CPU_WAITED))
     r = run_program(prog, "", time_s=1, wall_s=60, cache_dir=cache)
-    assert r.verdict is Verdict.TLE and r.cpu_s > 1.0, (r.verdict, r.cpu_s, r.reason)
+    assert r.verdict is Verdict.RE and r.cpu_s < 1.0 and "PermissionError" in r.stderr, r
+    ex = run_sandboxed(["/usr/bin/python3", "-I", "-S", "burst.py"],
+                       {"burst.py": CPU_WAITED.encode()}, Limits(wall_s=60, cpu_s=1, memory_mb=256),
+                       stdin_path=None, stdout_path=tmp_path / "out",
+                       stderr_path=tmp_path / "err", output_cap=1 << 16, syscalls=None)
+    assert ex.termination_reason == "cputime" and ex.cpu_s > 1.0, (ex.termination_reason, ex.cpu_s)
 
 
 def test_the_program_s_text_never_makes_it_the_judge_s_failure(write, cache: Path) -> None:
@@ -182,3 +196,41 @@ def test_the_compile_cache_is_capped_least_recently_used_first(
     assert second.is_file() and not first.exists(), "the older binary was not evicted"
     again = compile_cpp("int main(){ return 2; }\n", cache)  # a hit: still there
     assert again == second and second.is_file()
+
+
+def test_a_wall_clock_kill_under_the_cpu_limit_is_inconclusive_never_a_success(
+        write, cache: Path) -> None:
+    # a wrong solution that waits (as a correct one does on a loaded node) is stopped by the
+    # wall clock with almost no CPU: retried once alone, then "wrong_inconclusive", an error
+    ok = write("sum_ok.py", "print(sum(map(int, input().split())))\n")
+    waits = write("sum_waits.py", "import time\ntime.sleep(30)\n")
+    valid = write("valid_any.py", "import sys\nsys.stdin.read()\n")
+    r = run_program(Program.of(waits), "1 2", time_s=1, wall_s=1.5)
+    assert r.verdict is Verdict.TLE and r.inconclusive and "inconclusive" in (r.reason or ""), r
+    spin = run_program(Program.of(write("spin.py", "while True: pass\n")), "", time_s=0.5)
+    assert spin.verdict is Verdict.TLE and not spin.inconclusive, spin
+    j = judge_input(Solutions(Program.of(waits), Program.of(ok), Program.of(valid)), b"1 2\n",
+                    JudgeLimits(run_s=1.0, runs=1), cache_dir=cache, sandbox=detect_sandbox())
+    assert (j.outcome, j.reason, j.wrong_verdict) == ("error", "wrong_inconclusive", "TLE"), j
+    assert "again when run alone" in j.detail
+
+
+def test_a_run_alone_waits_for_the_others_and_keeps_new_ones_out() -> None:
+    import threading
+    import time
+
+    from veribatch.verifiers.judge.run import _run_lock
+
+    first = _run_lock(exclusive=False)
+    second = _run_lock(exclusive=False)  # runs share the node
+    got: list[float] = []
+    t = threading.Thread(target=lambda: (got.append(time.monotonic()), _run_lock(True).close(),
+                                         got.append(time.monotonic())))
+    t0 = time.monotonic()
+    t.start()
+    time.sleep(0.5)
+    assert len(got) == 1  # still waiting for the shared holders
+    first.close()
+    second.close()
+    t.join(5)
+    assert len(got) == 2 and got[1] - t0 >= 0.5

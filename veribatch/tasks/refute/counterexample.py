@@ -17,6 +17,11 @@ they are right, and better where they are not:
    (`compare`), or that crashes / exceeds the time or memory limit — recorded with that
    reason (``differs``, ``wrong_crash``, ``wrong_timeout``...).  The correct solution runs
    once: REFUTE keeps only problems with a unique answer, so its output cannot change.
+   ``wrong_timeout`` needs the CPU limit: a run the wall clock stopped while it had used
+   less CPU than its limit is *inconclusive* (load on the node slows a correct program
+   too), run once more `alone` (no other judged run of the user on the node meanwhile),
+   and when that is inconclusive again the attempt is ``wrong_inconclusive``, never a
+   success.  The correct solution's inconclusive run is retried alone the same way.
 
 Every outcome has a named reason (`REASONS`); a record never says just "failed".
 """
@@ -45,6 +50,8 @@ REASONS: dict[str, tuple[str, str]] = {
     "wrong_timeout": (SUCCESS, "the wrong solution exceeded the time limit on a valid input"),
     "wrong_memory": (SUCCESS, "the wrong solution exceeded the memory limit on a valid input"),
     "wrong_output_limit": (SUCCESS, "the wrong solution printed more than the output cap"),
+    "wrong_inconclusive": (ERROR, "the wrong solution hit the wall-clock limit under its CPU "
+                                  "limit, twice (the second time alone): load, not a verdict"),
     "no_program": (FAILURE, "the answer holds no usable program"),
     "generator_compile_error": (FAILURE, "the model's program does not compile"),
     "generator_crash": (FAILURE, "the model's program crashed"),
@@ -201,8 +208,14 @@ def judge_input(
 
 def _run(program: Program, data: bytes, limits: JudgeLimits, cache_dir: Path | None,
          sandbox: Sandbox) -> ProgramRun:
-    return run_program(program, data, time_s=limits.run_s, wall_s=limits.run_s + 1,
-                       memory_mb=limits.memory_mb, cache_dir=cache_dir, sandbox=sandbox)
+    """One judged run; an inconclusive one (wall clock under the CPU limit) once more alone."""
+    run = run_program(program, data, time_s=limits.run_s, wall_s=limits.run_s + 1,
+                      memory_mb=limits.memory_mb, cache_dir=cache_dir, sandbox=sandbox)
+    if run.inconclusive:
+        run = run_program(program, data, time_s=limits.run_s, wall_s=limits.run_s + 1,
+                          memory_mb=limits.memory_mb, cache_dir=cache_dir, sandbox=sandbox,
+                          alone=True)
+    return run
 
 
 def _judge_input(
@@ -240,6 +253,9 @@ def _judge_input(
         info["wrong_output_excerpt"] = wrong.output[:EXCERPT]
         if wrong.verdict is Verdict.ERROR:
             return judgement("judge_error", f"wrong solution: {wrong.reason}", runs=runs, **info)
+        if wrong.inconclusive:
+            return judgement("wrong_inconclusive", f"{wrong.reason}; again when run alone",
+                             runs=runs, **info)
         if wrong.verdict is not Verdict.OK:
             return judgement(_WRONG_FAIL[wrong.verdict], str(wrong.reason), runs=runs, **info)
         diff = first_difference(correct.output, wrong.output, limits.compare)

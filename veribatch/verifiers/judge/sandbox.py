@@ -51,16 +51,19 @@ and may read anything, so root never runs model code.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import functools
 import os
 import platform
 import resource
+import secrets
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from veribatch.verifiers import cgroup
 from veribatch.verifiers.judge import scratch, seccomp
@@ -69,6 +72,20 @@ from veribatch.verifiers.result import Limits
 from veribatch.verifiers.runner import Execution, LimitedProcess
 
 NOBODY = 65534
+UID_POOL = (1_900_000, 256)
+"""(first uid, count): as root each run gets a uid of its own from this pool of otherwise
+unused ids (above the 65,536 of a default /etc/subuid range, below the 2**31 of the user
+namespaces' overflow), so the kernel's per-uid counts (pipe pages, epoll watches, pending
+signals, inotify instances, processes) of one box are never another's; nobody (65534)
+when every id of the pool is busy.  ``$VERIBATCH_JUDGE_UIDS=FIRST:COUNT`` moves it."""
+UID_POOL_ENV = "VERIBATCH_JUDGE_UIDS"
+UID_LOCKS = Path("/run/veribatch-judge-uids")
+"""Root-only folder of one lock file per pool uid: a uid is leased while its file is
+flock'ed (by any judge process on the node), and free again when the lock holder ends."""
+SIGNALS_PENDING = 64
+"""RLIMIT_SIGPENDING of a box: on kernels >= 5.14 the count is per user namespace, so a box
+queues at most this many and cannot use up the judge uid's whole quota (real-time signals
+to itself are refused by the allow-list besides)."""
 MAX_PROCESSES = 64
 """Live processes one sandboxed run may have (polled from outside; prlimit inside bwrap)."""
 FILE_SIZE_MB = 64
@@ -133,6 +150,7 @@ class Sandbox:
     prlimit: str | None = None     # prlimit binary used for the per-box process cap
     drop: tuple[str, ...] = field(default=())  # setpriv prefix (root only)
     seccomp: bool = False          # bwrap: load `verifiers.judge.seccomp` from SECCOMP_FD
+    uid_pool: tuple[int, int] | None = None  # root: (first, count) of the per-run uids
     userns_disabled: bool = False  # bwrap: --disable-userns (no nested user namespaces)
 
     @property
@@ -340,7 +358,8 @@ def detect_sandbox(mode: str = "auto", image: str | None = None) -> Sandbox:
                              "and memfd_create stay reachable from the box")
             return Sandbox("bwrap", True, True, uid, notes=tuple(notes), executable=bwrap,
                            ro_binds=binds, prlimit=prlimit, drop=drop, seccomp=filtered,
-                           userns_disabled=userns_disabled)
+                           userns_disabled=userns_disabled,
+                           uid_pool=uid_pool() if drop else None)
         tried.append(why)
         if mode == "bwrap":
             raise SandboxUnavailable(_refusal(tried))
@@ -429,6 +448,8 @@ def run_sandboxed(
     max_processes: int = MAX_PROCESSES,
     box_mb: int = BOX_SIZE_MB,
     stdin_data: bytes | None = None,
+    stderr_cap: int | None = None,
+    syscalls: str | None = None,
 ) -> Execution:
     """Run `argv` (relative to the box) with `files` (host paths, or contents) in a fresh box.
 
@@ -436,9 +457,15 @@ def run_sandboxed(
     compiler's output dir); they must be writable by the sandbox's uid.  The program's stdin
     is a private copy of `stdin_path` (or `stdin_data`), so the caller's file cannot be
     written through ``/proc/self/fd/0``.  The box's tmpfs mounts hold at most
-    min(`box_mb`, the memory limit) MB together.
+    min(`box_mb`, the memory limit) MB together.  `stderr_cap` keeps stderr apart from the
+    output cap (None: stderr shares it).  `syscalls` names the system-call allow-list of the
+    program's language (`seccomp.ALLOWED`: "cpp", "python"); None gives the compiler's
+    deny-list filter.  As root the run gets a uid of its own (`UID_POOL`).
     """
     box = sandbox or detect_sandbox()
+    lease = _lease_uid(box)
+    if lease is not None:
+        box = dataclasses.replace(box, uid=lease[0], drop=_drop_to(box.drop, lease[0]))
     stage = scratch.mkdtemp("veribatch-box-")
     private = scratch.mkdtemp("veribatch-in-")  # stdin copy and filter: never inside the box
     cg: Path | None = None
@@ -456,6 +483,9 @@ def run_sandboxed(
             os.chown(stage, box.uid, box.uid)
             for name in files:
                 os.chown(stage / name, box.uid, box.uid)
+            if lease is not None:
+                for host in (writable or {}).values():
+                    os.chown(host, box.uid, box.uid)
         stage.chmod(0o700 if box.uid is not None else 0o755)
         stdin_copy: Path | None = None
         if stdin_data is not None or stdin_path is not None:
@@ -469,7 +499,7 @@ def run_sandboxed(
         cmd, cwd = box.command(argv, stage, list(files), dict(writable or {}), budget)
         filt = "-"
         if box.kind == "bwrap" and box.seccomp:
-            (private / "seccomp.bpf").write_bytes(seccomp.filter_program())
+            (private / "seccomp.bpf").write_bytes(seccomp.filter_program(profile=syscalls))
             filt = str(private / "seccomp.bpf")
         base = cgroup.memory_v1_base()
         if base is not None:
@@ -511,6 +541,8 @@ def run_sandboxed(
             # judge's other processes, and kernel memory no poll sees: none in the box
             resource.RLIMIT_MEMLOCK: (0, 0),
             resource.RLIMIT_MSGQUEUE: (0, 0),
+            # counted per user namespace (kernel >= 5.14): the box's own share, not the uid's
+            resource.RLIMIT_SIGPENDING: (SIGNALS_PENDING, SIGNALS_PENDING),
         }
         if box.kind == "none" and box.uid is not None:
             # no namespace: RLIMIT_NPROC of uid nobody is the only fork-bomb brake besides polling
@@ -525,6 +557,7 @@ def run_sandboxed(
             stderr_path=stderr_path,
             output_cap=output_cap,
             kill_on_output_cap=True,
+            stderr_cap=stderr_cap,
             address_space=True,
             max_processes=max_processes + 4,  # + bwrap's own processes
             rlimits=rlimits,
@@ -557,6 +590,50 @@ def run_sandboxed(
             cgroup.remove_v1(cpu_cg)
         shutil.rmtree(stage, ignore_errors=True)
         shutil.rmtree(private, ignore_errors=True)
+        if lease is not None:
+            lease[1].close()
+
+
+def uid_pool() -> tuple[int, int]:
+    """The per-run uid pool: `UID_POOL`, or ``$VERIBATCH_JUDGE_UIDS`` (FIRST:COUNT)."""
+    raw = os.environ.get(UID_POOL_ENV)
+    if not raw:
+        return UID_POOL
+    try:
+        first, count = (int(x) for x in raw.split(":"))
+    except ValueError:
+        raise ValueError(f"${UID_POOL_ENV}={raw!r}: expected FIRST:COUNT") from None
+    if first < 1000 or count < 1 or first + count >= 2**31 - 1:
+        raise ValueError(f"${UID_POOL_ENV}={raw!r}: uids must lie in [1000, 2**31-1)")
+    return first, count
+
+
+def _lease_uid(box: Sandbox) -> tuple[int, IO[bytes]] | None:
+    """A free uid of the pool and its held lock file, when the box drops from root; None
+    (the run keeps `box.uid`) otherwise or when every uid of the pool is busy."""
+    if box.uid_pool is None or not box.drop:
+        return None
+    first, count = box.uid_pool
+    UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    start = secrets.randbelow(count)
+    for i in range(count):
+        uid = first + (start + i) % count
+        fd = os.open(UID_LOCKS / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        f = os.fdopen(fd, "rb")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            continue
+        return uid, f
+    return None
+
+
+def _drop_to(drop: tuple[str, ...], uid: int) -> tuple[str, ...]:
+    """`drop` (the setpriv prefix) switching to `uid` instead."""
+    return tuple(f"--reuid={uid}" if a.startswith("--reuid=") else
+                 f"--regid={uid}" if a.startswith("--regid=") else a for a in drop)
 
 
 def _started(status: Path) -> bool:
@@ -641,5 +718,6 @@ def sandbox_report(box: Sandbox) -> dict[str, object]:
     """A JSON-able description for records, `--probe` and the docs."""
     return {"sandbox": box.kind, "unsafe": box.unsafe, "network_isolated": box.network_isolated,
             "fs_isolated": box.fs_isolated, "uid": box.uid if box.uid is not None else os.geteuid(),
+            "uid_pool": list(box.uid_pool) if box.uid_pool else None,
             "notes": list(box.notes), "ro_binds": list(box.ro_binds),
             **kernel_userns_report()}
