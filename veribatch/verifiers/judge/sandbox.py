@@ -118,10 +118,15 @@ _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives")
 
 
-_HIDDEN = ("/proc/keys", "/proc/key-users", "/proc/cmdline", "/proc/sys/kernel/random/boot_id")
+_HIDDEN = ("/proc/keys", "/proc/key-users", "/proc/cmdline", "/proc/sys/kernel/random/boot_id",
+           "/proc/loadavg", "/proc/meminfo", "/proc/stat", "/proc/vmstat", "/proc/zoneinfo",
+           "/proc/buddyinfo", "/proc/slabinfo", "/proc/diskstats", "/proc/swaps",
+           "/proc/pressure/cpu", "/proc/pressure/io", "/proc/pressure/memory",
+           "/proc/pressure/irq")
 """Host facts the box's /proc would show, read as empty instead: the key descriptions of
 the judge's uid (``/proc/keys`` lists every key its user may view, not only the box's),
-the kernel command line and the boot id."""
+the kernel command line, the boot id, and the node's load, memory, pressure and disk
+figures (what other jobs on the node are doing).  Those this kernel lacks are skipped."""
 DATA_FDS = (6, 5, 4)
 """Descriptors of the first files of a box (``bwrap --ro-bind-data``): copied into the box
 from the descriptor, so the box's mountinfo names no host path (a bind would)."""
@@ -230,7 +235,8 @@ def _bwrap_args(ro_binds: Sequence[str], box_mb: int, userns: bool = False) -> l
         args += ["--ro-bind", extra, extra]
     args += ["--proc", "/proc", "--dev", "/dev"]
     for fact in _HIDDEN:
-        args += ["--ro-bind", "/dev/null", fact]
+        if os.path.exists(fact):
+            args += ["--ro-bind", "/dev/null", fact]
     for where, size in tmpfs_caps(box_mb).items():
         args += ["--size", str(size), "--tmpfs", where]
     return args
@@ -468,6 +474,7 @@ def run_sandboxed(
         box = dataclasses.replace(box, uid=lease[0], drop=_drop_to(box.drop, lease[0]))
     stage = scratch.mkdtemp("veribatch-box-")
     private = scratch.mkdtemp("veribatch-in-")  # stdin copy and filter: never inside the box
+    stdin_fd: int | None = None
     cg: Path | None = None
     pids_cg: Path | None = None
     cpu_cg: Path | None = None
@@ -489,12 +496,14 @@ def run_sandboxed(
         stage.chmod(0o700 if box.uid is not None else 0o755)
         stdin_copy: Path | None = None
         if stdin_data is not None or stdin_path is not None:
-            stdin_copy = private / "stdin"
-            if stdin_data is not None:
-                stdin_copy.write_bytes(stdin_data)
+            data = stdin_data if stdin_data is not None else Path(stdin_path or "").read_bytes()
+            sealed = _sealed_copy(data)
+            if sealed is not None:
+                stdin_fd, stdin_copy = sealed, Path(f"/proc/self/fd/{sealed}")
             else:
-                assert stdin_path is not None
-                shutil.copyfile(stdin_path, stdin_copy)
+                stdin_copy = private / "stdin"
+                stdin_copy.write_bytes(data)
+                stdin_copy.chmod(0o400)
         budget = max(1, min(box_mb, limits.memory_mb))
         cmd, cwd = box.command(argv, stage, list(files), dict(writable or {}), budget)
         filt = "-"
@@ -590,8 +599,31 @@ def run_sandboxed(
             cgroup.remove_v1(cpu_cg)
         shutil.rmtree(stage, ignore_errors=True)
         shutil.rmtree(private, ignore_errors=True)
+        if stdin_fd is not None:
+            os.close(stdin_fd)
         if lease is not None:
             lease[1].close()
+
+
+def _sealed_copy(data: bytes) -> int | None:
+    """A sealed memfd holding `data` (None where memfd or sealing is missing): the box's
+    stdin.  Sealed, no one can write it, not even its owner (the box's uid when the judge is
+    a normal user) reopening ``/proc/self/fd/0``; and that link reads
+    ``/memfd:veribatch-stdin (deleted)``, no host path, no judge pid."""
+    try:
+        fd = os.memfd_create("veribatch-stdin", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except (OSError, AttributeError):
+        return None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
+                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def uid_pool() -> tuple[int, int]:
