@@ -152,8 +152,9 @@ def test_nothing_is_written_outside_the_box(res: dict) -> None:
         assert a["verdict"] == "RE" and "wrote" not in a["output"], a
     assert not (Path(res["home"]) / f"pwned-{m}").exists()
     assert not (Path(res["outside"]) / f"pwned-{m}").exists()
-    # the box's own /tmp works but is private
-    assert res["attacks"]["write_tmp"]["verdict"] == "OK"
+    # a judged program creates no file, not even in the box's own (private) /tmp
+    a = res["attacks"]["write_tmp"]
+    assert a["verdict"] == "RE" and "PermissionError" in a["stderr"], a
     assert not Path(f"/tmp/pwned-{m}").exists()
 
 

@@ -156,7 +156,7 @@ def run_program(
     return ProgramRun(verdict, output, stderr[-4000:], returncode, sig, ex.wall_s,
                       ex.cpu_s, ex.peak_mem_mb, termination, box.network_isolated,
                       reason, box.kind, box.unsafe,
-                      memory_mechanism(ex, box, memory_mb), inconclusive)
+                      memory_mechanism(ex, box, memory_mb, syscalls=program.lang), inconclusive)
 
 
 def _lock_paths() -> list[Path]:

@@ -724,10 +724,23 @@ def _charged(ex: Execution, cg: Path, memory_mb: int) -> Execution:
                                peak_mem_mb=max(ex.peak_mem_mb, peak), memory_limit_by="cgroup-v1")
 
 
-def memory_mechanism(ex: Execution, box: Sandbox, memory_mb: int, box_mb: int = BOX_SIZE_MB) -> str:
-    """How the memory limit was enforced for `ex`, and what it counted, in words, for records."""
+def memory_bound_mb(memory_mb: int) -> int:
+    """The most a judged program can hold where no memory cgroup counts, in MB, beside the
+    files it was given: its allow-list leaves it one process (threads share its address
+    space, which RLIMIT_AS caps at `memory_mb`) that can create no file in the box's tmpfs,
+    no pipe, memfd, socket, IPC object, epoll or eventfd."""
+    return memory_mb
+
+
+def memory_mechanism(ex: Execution, box: Sandbox, memory_mb: int, box_mb: int = BOX_SIZE_MB,
+                     syscalls: str | None = None) -> str:
+    """How the memory limit was enforced for `ex`, and what it counted, in words, for records.
+    `syscalls`: the allow-list the run had (None: the compiler's deny-list)."""
     refused = ("; refused in the box: memfd, sockets, SysV IPC, xattrs, io_uring, inotify "
                "(seccomp), locked memory and POSIX queues (rlimit 0)") if box.seccomp else ""
+    if box.seccomp and syscalls:
+        refused += (f"; {syscalls} allow-list: one process (no fork), no file created or "
+                    "written, no pipes, vmsplice, epoll, eventfd")
     if ex.memory_limit_by == "cgroup-v1":
         return ("cgroup v1 memory.limit_in_bytes: resident memory, page cache, tmpfs and shm "
                 "files, kernel memory (inodes, dentries)" + refused)
@@ -738,8 +751,12 @@ def memory_mechanism(ex: Execution, box: Sandbox, memory_mb: int, box_mb: int = 
     if box.kind == "bwrap":
         cap = max(1, min(box_mb, memory_mb))
         what += (f" plus the files in its tmpfs (/tmp, /box, /dev/shm; at most {cap} MB "
-                 f"together; blocks and {INODE_BYTES} bytes per inode); pipe buffers (the "
-                 "uid's pipe-user-pages-soft) and page cache not counted")
+                 f"together; blocks and {INODE_BYTES} bytes per inode); page cache not counted")
+        if box.seccomp and syscalls:
+            what += (f"; bound {memory_bound_mb(memory_mb)} MB plus the program's own files: one "
+                     "process's address space (RLIMIT_AS), no file created")
+        else:
+            what += "; pipe buffers (the uid's pipe-user-pages-soft) not counted"
         what += refused if box.seccomp else "; memfd NOT limited (no seccomp filter)"
     else:
         what += "; page cache, tmpfs/shm files and memfd pages are NOT limited"

@@ -10,14 +10,16 @@ classes at once: new processes (``fork``/``vfork``/``clone`` without CLONE_THREA
 and ``vmsplice``/``splice``/``tee`` (huge pages pinned in pipe slots no limit counts), epoll
 (per-uid watches), eventfd, POSIX/SysV IPC, sockets, file creation beyond ``openat``
 (mkdir, unlink, rename, fallocate, ftruncate, links), mounts, namespaces, ptrace.  A few
-allowed calls are checked by argument: ``clone`` only for a thread (CLONE_THREAD, never
-CLONE_NEWUSER); ``fcntl`` never to lock, resize a pipe (F_SETPIPE_SZ: the stdout pipe's
+allowed calls are checked by argument: ``open``/``openat`` only to read (no O_WRONLY,
+O_RDWR, O_CREAT, O_TRUNC, O_TMPFILE: no file is made or written); ``clone`` only for a
+thread (CLONE_THREAD, never CLONE_NEWUSER); ``fcntl`` never to lock, resize a pipe (F_SETPIPE_SZ: the stdout pipe's
 pages are the judge uid's pipe quota) or watch a directory (F_NOTIFY); ``kill``,
 ``tkill``, ``tgkill`` never with a real-time signal (they queue, against the uid's
 RLIMIT_SIGPENDING); ``rt_sigaction`` never changes SIGCHLD (below).
 
-One process, then, holds all of a judged program's memory, which RLIMIT_AS bounds: the
-bound the polled limit leans on where no memory cgroup counts (`sandbox.memory_mechanism`).
+One process, then, holds all of a judged program's memory, which RLIMIT_AS bounds, and it
+can add no file to the box's tmpfs: the bound the polled limit leans on where no memory
+cgroup counts (`sandbox.memory_bound_mb`, `sandbox.memory_mechanism`).
 
 The compiler (`profile=None`, it forks cc1plus, as, ld) gets the older *deny-list* filter,
 which refuses, with EPERM, the system calls that reach outside the box's namespaces or
@@ -176,6 +178,12 @@ ALLOW_FCNTL_REFUSED = (*range(6, 8), 37, 38, 1024, _F_NOTIFY, _F_SETPIPE_SZ)
 """fcntl commands the allow-list refuses: the locks and lease of `FCNTL_LOCKS`, F_NOTIFY,
 F_SETPIPE_SZ."""
 _SIGNAL_ARG = {"kill": _ARG1_LOW, "tkill": _ARG1_LOW, "tgkill": 32}  # args[2] low: 16 + 2*8
+_OPEN_FLAGS_ARG = {"openat": 32, "open": _ARG1_LOW}
+OPEN_REFUSED = 0x1 | 0x2 | 0x40 | 0x200 | 0x400000
+"""open/openat flags the allow-list refuses: O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, __O_TMPFILE
+(the same bits on x86_64 and aarch64).  No traced program opened a file to write (its
+output is stdout), and without new files the box's tmpfs mounts stay as bwrap made them:
+the program's memory is its address space, nothing beside it."""
 FLAG_CHECKED = ("clone", "unshare")
 """Refused only with CLONE_NEWUSER in their flags (a nested user namespace: its own tmpfs
 of any size).  bwrap >= 0.8 refuses those too (--disable-userns); older ones (RHEL 8/9
@@ -257,7 +265,7 @@ def _allow_list(machine: str, profile: str) -> bytes:
     nr = _NUMBERS[machine]
     deny = _RET_ERRNO | errno.EPERM
     nosys = _RET_ERRNO | errno.ENOSYS
-    special = {"clone", "fcntl", "rt_sigaction", *_SIGNAL_ARG}
+    special = {"clone", "fcntl", "rt_sigaction", *_SIGNAL_ARG, *_OPEN_FLAGS_ARG}
     prog: list[tuple] = [
         (_LD_W_ABS, None, None, 4),
         (_JEQ_K, "native", "nosys", _AUDIT_ARCH[machine]),
@@ -273,6 +281,9 @@ def _allow_list(machine: str, profile: str) -> bytes:
              (_JEQ_K, "sigaction", None, nr["rt_sigaction"])]
     for name in _SIGNAL_ARG:
         prog.append((_JEQ_K, f"signal-{name}", None, nr[name]))
+    for name in _OPEN_FLAGS_ARG:
+        if name in nr:
+            prog.append((_JEQ_K, f"open-{name}", None, nr[name]))
     for name in ALLOWED[profile]:
         if name in nr and name not in special:
             prog.append((_JEQ_K, "allow", None, nr[name]))
@@ -292,6 +303,10 @@ def _allow_list(machine: str, profile: str) -> bytes:
         prog += [(f"signal-{name}", 0, 0, 0),
                  (_LD_W_ABS, None, None, arg),
                  (_JGE_K, "deny", "allow", _SIGRTMIN)]
+    for name, arg in _OPEN_FLAGS_ARG.items():
+        prog += [(f"open-{name}", 0, 0, 0),
+                 (_LD_W_ABS, None, None, arg),
+                 (_JSET_K, "deny", "allow", OPEN_REFUSED)]
     prog += [
         ("sigaction", 0, 0, 0),
         (_LD_W_ABS, None, None, _ARG0_LOW),
