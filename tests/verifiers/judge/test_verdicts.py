@@ -210,6 +210,24 @@ def test_the_compile_cache_is_capped_least_recently_used_first(
     assert again == second and second.is_file()
 
 
+def test_the_compile_cache_cap_counts_the_compile_logs(tmp_path: Path) -> None:
+    """A log per entry (up to 1 MB of warnings) is cache content too: 2 x 700 KB of logs
+    beside 10-byte binaries are over a 1 MB cap."""
+    import os
+    import time
+
+    from veribatch.verifiers.judge.compile import evict
+
+    for i, name in enumerate(("a" * 64, "b" * 64)):
+        entry = tmp_path / name[:2] / name
+        entry.mkdir(parents=True)
+        (entry / "prog").write_bytes(b"x" * 10)
+        (entry / "compile.log").write_bytes(b"w" * 700_000)
+        os.utime(entry, (time.time() - 100 + i, time.time() - 100 + i))
+    gone = evict(tmp_path, cap_mb=1)
+    assert [p.name for p in gone] == ["a" * 64], gone
+
+
 def test_a_wall_clock_kill_under_the_cpu_limit_is_inconclusive_never_a_success(
         write, cache: Path) -> None:
     # a wrong solution that waits (as a correct one does on a loaded node) is stopped by the
@@ -246,3 +264,15 @@ def test_a_run_alone_waits_for_the_others_and_keeps_new_ones_out() -> None:
     second.close()
     t.join(5)
     assert len(got) == 2 and got[1] - t0 >= 0.5
+
+
+def test_the_shipped_validators_parse_integers_without_float() -> None:
+    from veribatch.tasks.refute.data import SAMPLE_DIR
+    from veribatch.verifiers.judge.reading import float_reads
+
+    validators = sorted((SAMPLE_DIR / "problems").glob("*/validator.py"))
+    assert len(validators) == 12
+    assert {v.parent.name: float_reads(v.read_text()) for v in validators} == {
+        v.parent.name: [] for v in validators}
+    assert float_reads("import sys\nn = int(input())\nx = float(input())\n") == [3]
+    assert float_reads("a = list(map(float, input().split()))\n") == [1]
