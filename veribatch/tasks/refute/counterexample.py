@@ -19,7 +19,8 @@ they are right, and better where they are not:
    once: REFUTE keeps only problems with a unique answer, so its output cannot change.
    ``wrong_timeout`` needs the CPU limit: a run the wall clock stopped while it had used
    less CPU than its limit is *inconclusive* (load on the node slows a correct program
-   too), run once more `alone` (no other judged run of the user on the node meanwhile),
+   too), run once more `alone` (no other judged run of the user on the node meanwhile,
+   `RETRY_WALL` times the CPU limit on the wall clock),
    and when that is inconclusive again the attempt is ``wrong_inconclusive``, never a
    success.  The correct solution's inconclusive run is retried alone the same way.
 
@@ -41,6 +42,8 @@ from veribatch.verifiers.judge.run import Program, ProgramRun, Verdict, run_prog
 from veribatch.verifiers.judge.sandbox import Sandbox
 
 SUCCESS, FAILURE, ERROR = "success", "failure", "error"
+RETRY_WALL = 4
+"""The wall limit of an inconclusive run's retry, in multiples of its CPU limit (+ 1 s)."""
 EXCERPT = 300
 
 REASONS: dict[str, tuple[str, str]] = {
@@ -208,11 +211,14 @@ def judge_input(
 
 def _run(program: Program, data: bytes, limits: JudgeLimits, cache_dir: Path | None,
          sandbox: Sandbox) -> ProgramRun:
-    """One judged run; an inconclusive one (wall clock under the CPU limit) once more alone."""
+    """One judged run; an inconclusive one (wall clock under the CPU limit) once more alone,
+    with `RETRY_WALL` times the CPU limit on the wall clock: on a node whose other jobs leave
+    a program a quarter of a core, a loop still reaches its CPU limit; a sleeper does not."""
     run = run_program(program, data, time_s=limits.run_s, wall_s=limits.run_s + 1,
                       memory_mb=limits.memory_mb, cache_dir=cache_dir, sandbox=sandbox)
     if run.inconclusive:
-        run = run_program(program, data, time_s=limits.run_s, wall_s=limits.run_s + 1,
+        run = run_program(program, data, time_s=limits.run_s,
+                          wall_s=RETRY_WALL * limits.run_s + 1,
                           memory_mb=limits.memory_mb, cache_dir=cache_dir, sandbox=sandbox,
                           alone=True)
     return run

@@ -12,9 +12,10 @@ user, so it is built from *rootless* isolation, chosen once per process (`detect
     ``/proc``, a ``/dev`` and a root that are read-only, and three size-capped tmpfs —
     ``/tmp``, ``/dev/shm`` and the working dir ``/box`` that holds read-only copies of
     the program's files — whose caps together are the run's memory limit (at most
-    `BOX_SIZE_MB`).  A seccomp filter (`verifiers.judge.seccomp`) refuses the kernel
-    keyring (not namespaced: a box started from an ssh login would read the host's session
-    keys) and ``memfd_create`` (pages no limit sees).  $HOME, /etc (but for the dynamic loader's cache), /root, /work,
+    `BOX_SIZE_MB`).  A seccomp filter (`verifiers.judge.seccomp`) admits a judged program's
+    system calls from its language's allow-list (one process, no file created or written,
+    no pipes, epoll, IPC, sockets...; ``run_sandboxed(syscalls=...)``) and refuses the
+    compiler the calls that reach outside the box (the keyring, memfd, sockets...).  $HOME, /etc (but for the dynamic loader's cache), /root, /work,
     the cluster's scratch file systems: none of it exists inside.  The only network
     interface is the namespace's own loopback, so nothing outside can be reached.
     ``--die-with-parent`` and the pid namespace make the kernel kill every process of the
@@ -38,14 +39,15 @@ cgroups-v1 node) each run also gets its own ``memory.limit_in_bytes``, which cou
 cache, tmpfs/shm files and memfd pages too; elsewhere memory is the polled resident set
 plus the files in the box's tmpfs (read through ``/proc/PID/root`` of a box process), and
 every `ProgramRun` says which (`memory_limit_by`).  The program's
-stdin is a private copy of its input, never the caller's file (a program can reopen
-``/proc/self/fd/0`` for writing).  Temporary folders live below a per-process parent that
+stdin is a sealed memfd copy of its input, never the caller's file (a program can reopen
+``/proc/self/fd/0`` for writing), and names no host path.  Temporary folders live below a per-process parent that
 is removed even when the judge is SIGKILLed (`verifiers.judge.scratch`).  Inside bwrap a
 ``prlimit --nproc`` caps the processes of the box itself: on kernels >= 5.14 that count
 is per user namespace, so a fork bomb hits it long before the cluster user's own limit.
 When started as root (CI containers, SLURM with SlurmUser=root) the sandbox first drops
-to uid/gid 65534 (nobody) with ``setpriv``: root's processes are exempt from RLIMIT_NPROC
-and may read anything, so root never runs model code.
+with ``setpriv`` to a uid of its own per run (`UID_POOL`; 65534, nobody, when the pool is
+exhausted): root's processes are exempt from RLIMIT_NPROC and may read anything, so root
+never runs model code, and no two boxes share a uid's kernel quotas.
 """
 
 from __future__ import annotations
