@@ -239,3 +239,16 @@ except OSError as e:
                                                     "memfd 1"], ex.read_stderr()
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def test_a_box_has_its_own_small_share_of_the_uid_s_signal_quota(write) -> None:
+    """RLIMIT_SIGPENDING (counted per user namespace, kernel >= 5.14): a box may queue 64
+    signals, not the judge uid's whole quota; POSIX queues and locked memory: none."""
+    from veribatch.verifiers.judge.sandbox import SIGNALS_PENDING
+
+    prog = write("limits.py", "print(open('/proc/self/limits').read())\n")
+    r = run_program(Program.of(prog), "", time_s=5)
+    assert r.verdict is Verdict.OK, r
+    rows = {" ".join(ln.split()[:3]): ln.split()[3:5] for ln in r.output.splitlines()}
+    assert rows["Max pending signals"] == [str(SIGNALS_PENDING)] * 2, rows
+    assert rows["Max msgqueue size"] == ["0", "0"] and rows["Max locked memory"] == ["0", "0"]
