@@ -20,8 +20,10 @@ from veribatch.verifiers.judge import (
     compile_cpp,
     detect_sandbox,
     run_program,
+    run_sandboxed,
 )
 from veribatch.verifiers.judge.sandbox import sandbox_report
+from veribatch.verifiers.result import Limits
 
 
 def attacks(spec: dict) -> dict[str, tuple[str, str]]:
@@ -118,6 +120,14 @@ def main() -> int:
                                     "termination": r.termination_reason}
         except CompileError as e:
             out["attacks"][name] = {"verdict": "CE", "stderr": str(e)[-2000:]}
+    # the compiler's filter lets a box fork: its setsid'd grandchild must die with it too
+    daemon = attacks(spec)["daemon"][1].encode()
+    ex = run_sandboxed(["/usr/bin/python3", "-I", "-S", "daemon.py"], {"daemon.py": daemon},
+                       Limits(wall_s=10, cpu_s=2, memory_mb=256), stdin_path=None,
+                       stdout_path=work / "daemon.out", stderr_path=work / "daemon.err",
+                       output_cap=1 << 16, sandbox=box, syscalls=None)
+    out["attacks"]["daemon_forks_allowed"] = {"returncode": ex.returncode,
+                                              "output": ex.read_output()[:2000]}
     leaks = {}
     for name, path in (("include_hostname", "/etc/hostname"), ("include_secret", spec["home_secret"])):
         try:

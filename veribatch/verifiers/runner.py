@@ -145,6 +145,7 @@ class _Pump(threading.Thread):
         self.on_overflow = on_overflow
         self.truncated = False
         self.written = 0
+        self.counted = True  # False: stderr capped on its own (``stderr_cap``), never a limit
 
     def run(self) -> None:
         with open(self.path, "wb") as out:
@@ -230,6 +231,7 @@ class LimitedProcess:
         stderr_path: Path | None = None,
         output_cap: int = OUTPUT_CAP_BYTES,
         kill_on_output_cap: bool = False,
+        stderr_cap: int | None = None,
         address_space: bool = False,
         max_processes: int | None = None,
         rlimits: Mapping[int, tuple[int, int]] | None = None,
@@ -245,6 +247,7 @@ class LimitedProcess:
         self.stderr_path = Path(stderr_path) if stderr_path else None
         self.output_cap = output_cap
         self.kill_on_output_cap = kill_on_output_cap
+        self.stderr_cap = stderr_cap
         self.address_space = address_space
         self.max_processes = max_processes
         self.rlimits = dict(rlimits or {})
@@ -323,7 +326,13 @@ class LimitedProcess:
             err_r, err_w = os.pipe2(os.O_CLOEXEC)
             fds += [err_r, err_w]
         pumps = [_Pump(out_r, self.output_path, self.output_cap, self._overflow)]
-        if self.stderr_path is not None:
+        if self.stderr_path is not None and self.stderr_cap is not None:
+            # capped on its own: what a program writes to stderr is never its output, so it
+            # neither fills the output cap nor makes the output count as truncated
+            err = _Pump(err_r, self.stderr_path, self.stderr_cap, threading.Event())
+            err.counted = False
+            pumps.append(err)
+        elif self.stderr_path is not None:
             pumps.append(_Pump(err_r, self.stderr_path, self.output_cap, self._overflow))
         return pumps, out_w, err_w, fds
 
@@ -534,7 +543,7 @@ class LimitedProcess:
             peak_mem_mb=max(self._peak_rss / 2**20, rusage_mb),
             output_path=self.output_path,
             # a pump still reading after its join timeout has not seen the end either
-            output_truncated=any(p.truncated or p.is_alive() for p in pumps),
+            output_truncated=any(p.truncated or p.is_alive() for p in pumps if p.counted),
             stderr_path=self.stderr_path,
             error=error,
             containment=containment,

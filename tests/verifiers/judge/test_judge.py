@@ -31,6 +31,7 @@ from veribatch.verifiers.judge import (
     first_difference,
     outputs_match,
     run_program,
+    run_sandboxed,
 )
 from veribatch.verifiers.registry import get_verifier
 from veribatch.verifiers.result import Limits, Status
@@ -100,24 +101,47 @@ def test_hanging_program_is_tle(write, cache: Path) -> None:
     assert time.monotonic() - t < 10
 
 
-def test_allocating_too_much_is_mle(write, cache: Path) -> None:
+def test_a_failed_allocation_is_the_program_s_own_exit(write, cache: Path) -> None:
+    # RLIMIT_AS refuses the allocation; the program then aborts (bad_alloc) or exits 1
+    # (MemoryError) by itself: RE like any crash, the verdict read from the exit, not stderr
     cpp = ("#include <vector>\n#include <cstdio>\nint main(){std::vector<std::vector<char>> v;"
            "for(int i=0;i<100;i++)v.emplace_back(50<<20,1);printf(\"%zu\\n\",v.size());}")
     r = run_program(Program.of(write("alloc.cpp", cpp)), "", memory_mb=128, cache_dir=cache / "judge-bin")
-    assert r.verdict is Verdict.MLE
+    assert r.verdict is Verdict.RE and r.signal == 6 and "bad_alloc" in r.stderr, r
     py = run_program(Program.of(write("alloc.py", "x = bytearray(10**9)")), "", memory_mb=128)
-    assert py.verdict is Verdict.MLE
+    assert py.verdict is Verdict.RE and py.returncode == 1 and "MemoryError" in py.stderr, py
 
 
-def test_forked_children_are_killed(write) -> None:
+def test_stderr_text_and_size_never_decide_the_verdict(write) -> None:
+    # a correct run that prints the words of a memory error, or floods stderr past the
+    # output cap, is OK with its stdout intact
+    words = write("words.py", "import sys\nsys.stderr.write('MemoryError std::bad_alloc "
+                              "Cannot allocate memory\\n')\nprint(sum(map(int, input().split())))\n")
+    r = run_program(Program.of(words), "1 2")
+    assert r.verdict is Verdict.OK and r.output == "3\n", r
+    flood = write("flood_err.py", "import sys\nfor _ in range(3000): sys.stderr.write('d' * 1000)\n"
+                                  "print(42)\n")
+    r = run_program(Program.of(flood), "", output_cap=1 << 20)
+    assert r.verdict is Verdict.OK and r.output == "42\n", (r.verdict, r.reason)
+    assert len(r.stderr) <= 4000
+
+
+def test_forked_children_are_killed(write, tmp_path: Path) -> None:
     marker = f"veribatch-fork-{uuid.uuid4().hex[:8]}"
     code = ("import os, time, sys\n"
             "for _ in range(4):\n"
             "    if os.fork() == 0:\n"
             f"        os.execvp('sleep', ['sleep', '1000', '{marker}'])\n"
             "print('parent done')\n")
+    # a judged program may not fork at all (the language's system-call allow-list)
     r = run_program(Program.of(write("fork.py", code)), "")
-    assert r.verdict is Verdict.OK and r.output == "parent done\n"
+    assert r.verdict is Verdict.RE and "PermissionError" in r.stderr, r
+    # the compiler's filter lets it fork: what it leaves behind dies with the box
+    ex = run_sandboxed(["/usr/bin/python3", "-I", "-S", "fork.py"], {"fork.py": code.encode()},
+                       Limits(wall_s=20, cpu_s=5, memory_mb=256), stdin_path=None,
+                       stdout_path=tmp_path / "out", stderr_path=tmp_path / "err",
+                       output_cap=1 << 16, syscalls=None)
+    assert ex.returncode == 0 and ex.read_output() == "parent done\n", ex.read_stderr()
     assert _alive(marker) == []
 
 
@@ -222,7 +246,10 @@ def test_every_judgement_has_a_named_reason(problem: Solutions, write) -> None:
     crash = _judge(problem, "4\n1 2 3 4\n")
     assert (crash.outcome, crash.reason, crash.wrong_verdict) == ("success", "wrong_crash", "RE")
     hang = _judge(problem, "5\n1 2 3 4 5\n", run_s=1.0)
-    assert (hang.outcome, hang.reason, hang.wrong_verdict) == ("success", "wrong_timeout", "TLE")
+    # a success only with the CPU limit used up; a loaded node may leave it short of that,
+    # twice, and then it is inconclusive (an error), never a success
+    assert (hang.outcome, hang.reason, hang.wrong_verdict) in (
+        ("success", "wrong_timeout", "TLE"), ("error", "wrong_inconclusive", "TLE")), hang
     invalid = _judge(problem, "9\n1 2 3 4 5 6 7 8 9\n")
     assert (invalid.outcome, invalid.reason) == ("failure", "invalid_input")
     assert "n out of range" in invalid.detail and invalid.correct_verdict is None

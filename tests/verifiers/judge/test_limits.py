@@ -19,8 +19,16 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO
-from veribatch.verifiers.judge import CompileError, Program, Verdict, compile_cpp, run_program
+from veribatch.verifiers.judge import (
+    CompileError,
+    Program,
+    Verdict,
+    compile_cpp,
+    run_program,
+    run_sandboxed,
+)
 from veribatch.verifiers.judge.sandbox import MAX_PROCESSES, _drop_prefix, _probe_bwrap
+from veribatch.verifiers.result import Limits
 
 
 @pytest.fixture
@@ -37,17 +45,23 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("bin-cache")
 
 
-def test_a_fork_bomb_is_too_many_processes(write, cache: Path) -> None:
-    py = write("bomb.py", "import os, time\nwhile True:\n    try:\n        os.fork()\n"
-                          "    except OSError:\n        time.sleep(0.001)\n")
-    cpp = write("bomb.cpp", "#include <unistd.h>\nint main(){ for(;;) fork(); }\n")
-    for prog in (py, cpp):
-        # 1 GB: under a memory cgroup every forked interpreter's dirtied pages are charged
-        # (~5 MB each), so at 256 MB memory could run out before 64 processes exist — then
-        # the verdict is MLE, rightly; the cap must bind first at a judge's usual limits
-        r = run_program(Program.of(prog), "", time_s=2, memory_mb=1024, cache_dir=cache)
-        assert r.verdict is Verdict.RE and r.reason.startswith("too many processes"), r
-        assert f"cap {MAX_PROCESSES}" in r.reason
+def test_a_fork_bomb_is_refused_and_capped_where_forks_are_allowed(write, cache: Path,
+                                                                   tmp_path: Path) -> None:
+    py = "import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n" \
+         "        time.sleep(0.001)\n"
+    cpp = write("bomb.cpp", "#include <unistd.h>\nint main(){ for(;;) if (fork() < 0) return 3; }\n")
+    # a judged program may not create processes at all (its language's allow-list)
+    r = run_program(Program.of(cpp), "", time_s=2, cache_dir=cache)
+    assert r.verdict is Verdict.RE and r.returncode == 3, r
+    r = run_program(Program.of(write("fork1.py", "import os\nos.fork()\n")), "", time_s=2)
+    assert r.verdict is Verdict.RE and "PermissionError" in r.stderr, r
+    # the compiler's filter allows forks: the box's process cap holds them.  1 GB: under a
+    # memory cgroup every forked interpreter's dirtied pages are charged (~5 MB each)
+    ex = run_sandboxed(["/usr/bin/python3", "-I", "-S", "bomb.py"], {"bomb.py": py.encode()},
+                       Limits(wall_s=5, cpu_s=2, memory_mb=1024), stdin_path=None,
+                       stdout_path=tmp_path / "out", stderr_path=tmp_path / "err",
+                       output_cap=1 << 16, syscalls=None)
+    assert ex.peak_processes >= MAX_PROCESSES, (ex.termination_reason, ex.peak_processes)
 
 
 def test_a_multithreaded_cpp_solution_runs(write, cache: Path) -> None:
@@ -196,10 +210,13 @@ def test_the_seccomp_filter_alone_refuses_keys_memfd_and_nested_user_namespaces(
     prog = write("probe.py", """import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 print("unshare", libc.unshare(0x10000000), ctypes.get_errno())
-pid = os.fork()  # plain clone (no CLONE_NEWUSER) still works
-if pid == 0:
-    os._exit(7)
-print("child", os.waitpid(pid, 0)[1] >> 8)
+try:
+    pid = os.fork()  # plain clone (no CLONE_NEWUSER): the compiler's filter allows it
+    if pid == 0:
+        os._exit(7)
+    print("child", os.waitpid(pid, 0)[1] >> 8)
+except OSError as e:
+    print("fork", e.errno)
 libc.syscall.restype = ctypes.c_long
 print("keyctl", libc.syscall(ctypes.c_long(250), ctypes.c_long(0), ctypes.c_long(-3),
                              ctypes.c_long(0)), ctypes.get_errno())
@@ -209,6 +226,29 @@ try:
 except OSError as e:
     print("memfd", e.errno)
 """)
-    r = run_program(Program.of(prog), "", time_s=5, sandbox=box)
+    r = run_program(Program.of(prog), "", time_s=5, sandbox=box)  # the allow-list
     assert r.verdict is Verdict.OK, r
-    assert r.output.split("\n")[:4] == ["unshare -1 1", "child 7", "keyctl -1 1", "memfd 1"], r.output
+    assert r.output.split("\n")[:4] == ["unshare -1 1", "fork 1", "keyctl -1 1", "memfd 1"], r.output
+    out = Path(tempfile.mkdtemp(prefix="vb-seccomp-"))  # the compiler's deny-list
+    try:
+        ex = run_sandboxed(["/usr/bin/python3", "-I", "-S", "probe.py"],
+                           {"probe.py": prog}, Limits(wall_s=20, cpu_s=5, memory_mb=256),
+                           stdin_path=None, stdout_path=out / "o", stderr_path=out / "e",
+                           output_cap=1 << 16, sandbox=box, syscalls=None)
+        assert ex.read_output().split("\n")[:4] == ["unshare -1 1", "child 7", "keyctl -1 1",
+                                                    "memfd 1"], ex.read_stderr()
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def test_a_box_has_its_own_small_share_of_the_uid_s_signal_quota(write) -> None:
+    """RLIMIT_SIGPENDING (counted per user namespace, kernel >= 5.14): a box may queue 64
+    signals, not the judge uid's whole quota; POSIX queues and locked memory: none."""
+    from veribatch.verifiers.judge.sandbox import SIGNALS_PENDING
+
+    prog = write("limits.py", "print(open('/proc/self/limits').read())\n")
+    r = run_program(Program.of(prog), "", time_s=5)
+    assert r.verdict is Verdict.OK, r
+    rows = {" ".join(ln.split()[:3]): ln.split()[3:5] for ln in r.output.splitlines()}
+    assert rows["Max pending signals"] == [str(SIGNALS_PENDING)] * 2, rows
+    assert rows["Max msgqueue size"] == ["0", "0"] and rows["Max locked memory"] == ["0", "0"]

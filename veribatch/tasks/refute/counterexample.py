@@ -17,6 +17,12 @@ they are right, and better where they are not:
    (`compare`), or that crashes / exceeds the time or memory limit — recorded with that
    reason (``differs``, ``wrong_crash``, ``wrong_timeout``...).  The correct solution runs
    once: REFUTE keeps only problems with a unique answer, so its output cannot change.
+   ``wrong_timeout`` needs the CPU limit: a run the wall clock stopped while it had used
+   less CPU than its limit is *inconclusive* (load on the node slows a correct program
+   too), run once more `alone` (no other judged run of the user on the node meanwhile,
+   `RETRY_WALL` times the CPU limit on the wall clock),
+   and when that is inconclusive again the attempt is ``wrong_inconclusive``, never a
+   success.  The correct solution's inconclusive run is retried alone the same way.
 
 Every outcome has a named reason (`REASONS`); a record never says just "failed".
 """
@@ -41,6 +47,8 @@ from veribatch.verifiers.judge import (
 )
 
 SUCCESS, FAILURE, ERROR = "success", "failure", "error"
+RETRY_WALL = 4
+"""The wall limit of an inconclusive run's retry, in multiples of its CPU limit (+ 1 s)."""
 EXCERPT = 300
 
 REASONS: dict[str, tuple[str, str]] = {
@@ -50,6 +58,8 @@ REASONS: dict[str, tuple[str, str]] = {
     "wrong_timeout": (SUCCESS, "the wrong solution exceeded the time limit on a valid input"),
     "wrong_memory": (SUCCESS, "the wrong solution exceeded the memory limit on a valid input"),
     "wrong_output_limit": (SUCCESS, "the wrong solution printed more than the output cap"),
+    "wrong_inconclusive": (ERROR, "the wrong solution hit the wall-clock limit under its CPU "
+                                  "limit, twice (the second time alone): load, not a verdict"),
     "no_program": (FAILURE, "the answer holds no usable program"),
     "generator_compile_error": (FAILURE, "the model's program does not compile"),
     "generator_crash": (FAILURE, "the model's program crashed"),
@@ -206,8 +216,17 @@ def judge_input(
 
 def _run(program: Program, data: bytes, limits: JudgeLimits, cache_dir: Path | None,
          sandbox: Sandbox) -> ProgramRun:
-    return run_program(program, data, time_s=limits.run_s, wall_s=limits.run_s + 1,
-                       memory_mb=limits.memory_mb, cache_dir=cache_dir, sandbox=sandbox)
+    """One judged run; an inconclusive one (wall clock under the CPU limit) once more alone,
+    with `RETRY_WALL` times the CPU limit on the wall clock: on a node whose other jobs leave
+    a program a quarter of a core, a loop still reaches its CPU limit; a sleeper does not."""
+    run = run_program(program, data, time_s=limits.run_s, wall_s=limits.run_s + 1,
+                      memory_mb=limits.memory_mb, cache_dir=cache_dir, sandbox=sandbox)
+    if run.inconclusive:
+        run = run_program(program, data, time_s=limits.run_s,
+                          wall_s=RETRY_WALL * limits.run_s + 1,
+                          memory_mb=limits.memory_mb, cache_dir=cache_dir, sandbox=sandbox,
+                          alone=True)
+    return run
 
 
 def _judge_input(
@@ -245,6 +264,9 @@ def _judge_input(
         info["wrong_output_excerpt"] = wrong.output[:EXCERPT]
         if wrong.verdict is Verdict.ERROR:
             return judgement("judge_error", f"wrong solution: {wrong.reason}", runs=runs, **info)
+        if wrong.inconclusive:
+            return judgement("wrong_inconclusive", f"{wrong.reason}; again when run alone",
+                             runs=runs, **info)
         if wrong.verdict is not Verdict.OK:
             return judgement(_WRONG_FAIL[wrong.verdict], str(wrong.reason), runs=runs, **info)
         diff = first_difference(correct.output, wrong.output, limits.compare)

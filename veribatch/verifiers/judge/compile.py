@@ -191,8 +191,8 @@ def cache_cap_mb() -> int:
 
 
 def evict(cache: Path, keep: Path | None = None, cap_mb: int | None = None) -> list[Path]:
-    """Remove the least recently used binaries of `cache` until they fit in `cap_mb`
-    (`cache_cap_mb` by default), never `keep`; the removed entries."""
+    """Remove the least recently used entries of `cache` (a binary and its compile log) until
+    they fit in `cap_mb` (`cache_cap_mb` by default), never `keep`; the removed entries."""
     cap = (cap_mb if cap_mb is not None else cache_cap_mb()) * 2**20
     entries: list[tuple[float, int, Path]] = []
     with contextlib.suppress(OSError):
@@ -203,8 +203,9 @@ def evict(cache: Path, keep: Path | None = None, cap_mb: int | None = None) -> l
                 with contextlib.suppress(OSError):
                     if entry.name.startswith("."):
                         continue  # a build in progress
-                    st = (entry / "prog").stat()
-                    entries.append((entry.stat().st_mtime, st.st_size, entry))
+                    # every file of the entry: compile.log (1 MB at most) counts as the binary does
+                    size = sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+                    entries.append((entry.stat().st_mtime, size, entry))
     total = sum(size for _, size, _ in entries)
     gone: list[Path] = []
     for _, size, entry in sorted(entries, key=lambda e: e[0]):

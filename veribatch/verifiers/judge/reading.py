@@ -52,3 +52,20 @@ def _numeric_to_python(tok: str) -> bool:
         except ValueError:
             continue
     return False
+
+
+def float_reads(validator_source: str) -> list[int]:
+    """Lines where a Python validator reads through ``float`` (a call, or ``float`` passed on
+    as in ``map(float, ...)``): ``float`` takes ``1e5``, ``5.0`` and ``1e400`` (inf) for
+    numbers a C++ solution reading an integer sees as 1, 5 and 1 — the validator would check
+    another instance than the one the solutions run.  Empty for a validator that parses
+    integers with ``int`` only; a source that does not parse is reported at line 0."""
+    import ast
+
+    try:
+        tree = ast.parse(validator_source)
+    except SyntaxError:
+        return [0]
+    return sorted({node.lineno for node in ast.walk(tree)
+                   if isinstance(node, ast.Name) and node.id == "float"
+                   and isinstance(node.ctx, ast.Load)})

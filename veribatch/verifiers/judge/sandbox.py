@@ -12,9 +12,10 @@ user, so it is built from *rootless* isolation, chosen once per process (`detect
     ``/proc``, a ``/dev`` and a root that are read-only, and three size-capped tmpfs —
     ``/tmp``, ``/dev/shm`` and the working dir ``/box`` that holds read-only copies of
     the program's files — whose caps together are the run's memory limit (at most
-    `BOX_SIZE_MB`).  A seccomp filter (`verifiers.judge.seccomp`) refuses the kernel
-    keyring (not namespaced: a box started from an ssh login would read the host's session
-    keys) and ``memfd_create`` (pages no limit sees).  $HOME, /etc (but for the dynamic loader's cache), /root, /work,
+    `BOX_SIZE_MB`).  A seccomp filter (`verifiers.judge.seccomp`) admits a judged program's
+    system calls from its language's allow-list (one process, no file created or written,
+    no pipes, epoll, IPC, sockets...; ``run_sandboxed(syscalls=...)``) and refuses the
+    compiler the calls that reach outside the box (the keyring, memfd, sockets...).  $HOME, /etc (but for the dynamic loader's cache), /root, /work,
     the cluster's scratch file systems: none of it exists inside.  The only network
     interface is the namespace's own loopback, so nothing outside can be reached.
     ``--die-with-parent`` and the pid namespace make the kernel kill every process of the
@@ -38,29 +39,33 @@ cgroups-v1 node) each run also gets its own ``memory.limit_in_bytes``, which cou
 cache, tmpfs/shm files and memfd pages too; elsewhere memory is the polled resident set
 plus the files in the box's tmpfs (read through ``/proc/PID/root`` of a box process), and
 every `ProgramRun` says which (`memory_limit_by`).  The program's
-stdin is a private copy of its input, never the caller's file (a program can reopen
-``/proc/self/fd/0`` for writing).  Temporary folders live below a per-process parent that
+stdin is a sealed memfd copy of its input, never the caller's file (a program can reopen
+``/proc/self/fd/0`` for writing), and names no host path.  Temporary folders live below a per-process parent that
 is removed even when the judge is SIGKILLed (`verifiers.judge.scratch`).  Inside bwrap a
 ``prlimit --nproc`` caps the processes of the box itself: on kernels >= 5.14 that count
 is per user namespace, so a fork bomb hits it long before the cluster user's own limit.
 When started as root (CI containers, SLURM with SlurmUser=root) the sandbox first drops
-to uid/gid 65534 (nobody) with ``setpriv``: root's processes are exempt from RLIMIT_NPROC
-and may read anything, so root never runs model code.
+with ``setpriv`` to a uid of its own per run (`UID_POOL`; 65534, nobody, when the pool is
+exhausted): root's processes are exempt from RLIMIT_NPROC and may read anything, so root
+never runs model code, and no two boxes share a uid's kernel quotas.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import functools
 import os
 import platform
 import resource
+import secrets
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from veribatch.verifiers import cgroup
 from veribatch.verifiers.judge import scratch, seccomp
@@ -69,6 +74,20 @@ from veribatch.verifiers.result import Limits
 from veribatch.verifiers.runner import Execution, LimitedProcess
 
 NOBODY = 65534
+UID_POOL = (1_900_000, 256)
+"""(first uid, count): as root each run gets a uid of its own from this pool of otherwise
+unused ids (above the 65,536 of a default /etc/subuid range, below the 2**31 of the user
+namespaces' overflow), so the kernel's per-uid counts (pipe pages, epoll watches, pending
+signals, inotify instances, processes) of one box are never another's; nobody (65534)
+when every id of the pool is busy.  ``$VERIBATCH_JUDGE_UIDS=FIRST:COUNT`` moves it."""
+UID_POOL_ENV = "VERIBATCH_JUDGE_UIDS"
+UID_LOCKS = Path("/run/veribatch-judge-uids")
+"""Root-only folder of one lock file per pool uid: a uid is leased while its file is
+flock'ed (by any judge process on the node), and free again when the lock holder ends."""
+SIGNALS_PENDING = 64
+"""RLIMIT_SIGPENDING of a box: on kernels >= 5.14 the count is per user namespace, so a box
+queues at most this many and cannot use up the judge uid's whole quota (real-time signals
+to itself are refused by the allow-list besides)."""
 MAX_PROCESSES = 64
 """Live processes one sandboxed run may have (polled from outside; prlimit inside bwrap)."""
 FILE_SIZE_MB = 64
@@ -101,10 +120,15 @@ _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives")
 
 
-_HIDDEN = ("/proc/keys", "/proc/key-users", "/proc/cmdline", "/proc/sys/kernel/random/boot_id")
+_HIDDEN = ("/proc/keys", "/proc/key-users", "/proc/cmdline", "/proc/sys/kernel/random/boot_id",
+           "/proc/loadavg", "/proc/meminfo", "/proc/stat", "/proc/vmstat", "/proc/zoneinfo",
+           "/proc/buddyinfo", "/proc/slabinfo", "/proc/diskstats", "/proc/swaps",
+           "/proc/pressure/cpu", "/proc/pressure/io", "/proc/pressure/memory",
+           "/proc/pressure/irq")
 """Host facts the box's /proc would show, read as empty instead: the key descriptions of
 the judge's uid (``/proc/keys`` lists every key its user may view, not only the box's),
-the kernel command line and the boot id."""
+the kernel command line, the boot id, and the node's load, memory, pressure and disk
+figures (what other jobs on the node are doing).  Those this kernel lacks are skipped."""
 DATA_FDS = (6, 5, 4)
 """Descriptors of the first files of a box (``bwrap --ro-bind-data``): copied into the box
 from the descriptor, so the box's mountinfo names no host path (a bind would)."""
@@ -133,6 +157,7 @@ class Sandbox:
     prlimit: str | None = None     # prlimit binary used for the per-box process cap
     drop: tuple[str, ...] = field(default=())  # setpriv prefix (root only)
     seccomp: bool = False          # bwrap: load `verifiers.judge.seccomp` from SECCOMP_FD
+    uid_pool: tuple[int, int] | None = None  # root: (first, count) of the per-run uids
     userns_disabled: bool = False  # bwrap: --disable-userns (no nested user namespaces)
 
     @property
@@ -212,7 +237,8 @@ def _bwrap_args(ro_binds: Sequence[str], box_mb: int, userns: bool = False) -> l
         args += ["--ro-bind", extra, extra]
     args += ["--proc", "/proc", "--dev", "/dev"]
     for fact in _HIDDEN:
-        args += ["--ro-bind", "/dev/null", fact]
+        if os.path.exists(fact):
+            args += ["--ro-bind", "/dev/null", fact]
     for where, size in tmpfs_caps(box_mb).items():
         args += ["--size", str(size), "--tmpfs", where]
     return args
@@ -340,7 +366,8 @@ def detect_sandbox(mode: str = "auto", image: str | None = None) -> Sandbox:
                              "and memfd_create stay reachable from the box")
             return Sandbox("bwrap", True, True, uid, notes=tuple(notes), executable=bwrap,
                            ro_binds=binds, prlimit=prlimit, drop=drop, seccomp=filtered,
-                           userns_disabled=userns_disabled)
+                           userns_disabled=userns_disabled,
+                           uid_pool=uid_pool() if drop else None)
         tried.append(why)
         if mode == "bwrap":
             raise SandboxUnavailable(_refusal(tried))
@@ -429,6 +456,8 @@ def run_sandboxed(
     max_processes: int = MAX_PROCESSES,
     box_mb: int = BOX_SIZE_MB,
     stdin_data: bytes | None = None,
+    stderr_cap: int | None = None,
+    syscalls: str | None = None,
 ) -> Execution:
     """Run `argv` (relative to the box) with `files` (host paths, or contents) in a fresh box.
 
@@ -436,11 +465,18 @@ def run_sandboxed(
     compiler's output dir); they must be writable by the sandbox's uid.  The program's stdin
     is a private copy of `stdin_path` (or `stdin_data`), so the caller's file cannot be
     written through ``/proc/self/fd/0``.  The box's tmpfs mounts hold at most
-    min(`box_mb`, the memory limit) MB together.
+    min(`box_mb`, the memory limit) MB together.  `stderr_cap` keeps stderr apart from the
+    output cap (None: stderr shares it).  `syscalls` names the system-call allow-list of the
+    program's language (`seccomp.ALLOWED`: "cpp", "python"); None gives the compiler's
+    deny-list filter.  As root the run gets a uid of its own (`UID_POOL`).
     """
     box = sandbox or detect_sandbox()
+    lease = _lease_uid(box)
+    if lease is not None:
+        box = dataclasses.replace(box, uid=lease[0], drop=_drop_to(box.drop, lease[0]))
     stage = scratch.mkdtemp("veribatch-box-")
     private = scratch.mkdtemp("veribatch-in-")  # stdin copy and filter: never inside the box
+    stdin_fd: int | None = None
     cg: Path | None = None
     pids_cg: Path | None = None
     cpu_cg: Path | None = None
@@ -456,20 +492,25 @@ def run_sandboxed(
             os.chown(stage, box.uid, box.uid)
             for name in files:
                 os.chown(stage / name, box.uid, box.uid)
+            if lease is not None:
+                for host in (writable or {}).values():
+                    os.chown(host, box.uid, box.uid)
         stage.chmod(0o700 if box.uid is not None else 0o755)
         stdin_copy: Path | None = None
         if stdin_data is not None or stdin_path is not None:
-            stdin_copy = private / "stdin"
-            if stdin_data is not None:
-                stdin_copy.write_bytes(stdin_data)
+            data = stdin_data if stdin_data is not None else Path(stdin_path or "").read_bytes()
+            sealed = _sealed_copy(data)
+            if sealed is not None:
+                stdin_fd, stdin_copy = sealed, Path(f"/proc/self/fd/{sealed}")
             else:
-                assert stdin_path is not None
-                shutil.copyfile(stdin_path, stdin_copy)
+                stdin_copy = private / "stdin"
+                stdin_copy.write_bytes(data)
+                stdin_copy.chmod(0o400)
         budget = max(1, min(box_mb, limits.memory_mb))
         cmd, cwd = box.command(argv, stage, list(files), dict(writable or {}), budget)
         filt = "-"
         if box.kind == "bwrap" and box.seccomp:
-            (private / "seccomp.bpf").write_bytes(seccomp.filter_program())
+            (private / "seccomp.bpf").write_bytes(seccomp.filter_program(profile=syscalls))
             filt = str(private / "seccomp.bpf")
         base = cgroup.memory_v1_base()
         if base is not None:
@@ -511,6 +552,8 @@ def run_sandboxed(
             # judge's other processes, and kernel memory no poll sees: none in the box
             resource.RLIMIT_MEMLOCK: (0, 0),
             resource.RLIMIT_MSGQUEUE: (0, 0),
+            # counted per user namespace (kernel >= 5.14): the box's own share, not the uid's
+            resource.RLIMIT_SIGPENDING: (SIGNALS_PENDING, SIGNALS_PENDING),
         }
         if box.kind == "none" and box.uid is not None:
             # no namespace: RLIMIT_NPROC of uid nobody is the only fork-bomb brake besides polling
@@ -525,6 +568,7 @@ def run_sandboxed(
             stderr_path=stderr_path,
             output_cap=output_cap,
             kill_on_output_cap=True,
+            stderr_cap=stderr_cap,
             address_space=True,
             max_processes=max_processes + 4,  # + bwrap's own processes
             rlimits=rlimits,
@@ -557,6 +601,73 @@ def run_sandboxed(
             cgroup.remove_v1(cpu_cg)
         shutil.rmtree(stage, ignore_errors=True)
         shutil.rmtree(private, ignore_errors=True)
+        if stdin_fd is not None:
+            os.close(stdin_fd)
+        if lease is not None:
+            lease[1].close()
+
+
+def _sealed_copy(data: bytes) -> int | None:
+    """A sealed memfd holding `data` (None where memfd or sealing is missing): the box's
+    stdin.  Sealed, no one can write it, not even its owner (the box's uid when the judge is
+    a normal user) reopening ``/proc/self/fd/0``; and that link reads
+    ``/memfd:veribatch-stdin (deleted)``, no host path, no judge pid."""
+    try:
+        fd = os.memfd_create("veribatch-stdin", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except (OSError, AttributeError):
+        return None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
+                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def uid_pool() -> tuple[int, int]:
+    """The per-run uid pool: `UID_POOL`, or ``$VERIBATCH_JUDGE_UIDS`` (FIRST:COUNT)."""
+    raw = os.environ.get(UID_POOL_ENV)
+    if not raw:
+        return UID_POOL
+    try:
+        first, count = (int(x) for x in raw.split(":"))
+    except ValueError:
+        raise ValueError(f"${UID_POOL_ENV}={raw!r}: expected FIRST:COUNT") from None
+    if first < 1000 or count < 1 or first + count >= 2**31 - 1:
+        raise ValueError(f"${UID_POOL_ENV}={raw!r}: uids must lie in [1000, 2**31-1)")
+    return first, count
+
+
+def _lease_uid(box: Sandbox) -> tuple[int, IO[bytes]] | None:
+    """A free uid of the pool and its held lock file, when the box drops from root; None
+    (the run keeps `box.uid`) otherwise or when every uid of the pool is busy."""
+    if box.uid_pool is None or not box.drop:
+        return None
+    first, count = box.uid_pool
+    UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    start = secrets.randbelow(count)
+    for i in range(count):
+        uid = first + (start + i) % count
+        fd = os.open(UID_LOCKS / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        f = os.fdopen(fd, "rb")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            continue
+        return uid, f
+    return None
+
+
+def _drop_to(drop: tuple[str, ...], uid: int) -> tuple[str, ...]:
+    """`drop` (the setpriv prefix) switching to `uid` instead."""
+    return tuple(f"--reuid={uid}" if a.startswith("--reuid=") else
+                 f"--regid={uid}" if a.startswith("--regid=") else a for a in drop)
 
 
 def _started(status: Path) -> bool:
@@ -615,10 +726,23 @@ def _charged(ex: Execution, cg: Path, memory_mb: int) -> Execution:
                                peak_mem_mb=max(ex.peak_mem_mb, peak), memory_limit_by="cgroup-v1")
 
 
-def memory_mechanism(ex: Execution, box: Sandbox, memory_mb: int, box_mb: int = BOX_SIZE_MB) -> str:
-    """How the memory limit was enforced for `ex`, and what it counted, in words, for records."""
+def memory_bound_mb(memory_mb: int) -> int:
+    """The most a judged program can hold where no memory cgroup counts, in MB, beside the
+    files it was given: its allow-list leaves it one process (threads share its address
+    space, which RLIMIT_AS caps at `memory_mb`) that can create no file in the box's tmpfs,
+    no pipe, memfd, socket, IPC object, epoll or eventfd."""
+    return memory_mb
+
+
+def memory_mechanism(ex: Execution, box: Sandbox, memory_mb: int, box_mb: int = BOX_SIZE_MB,
+                     syscalls: str | None = None) -> str:
+    """How the memory limit was enforced for `ex`, and what it counted, in words, for records.
+    `syscalls`: the allow-list the run had (None: the compiler's deny-list)."""
     refused = ("; refused in the box: memfd, sockets, SysV IPC, xattrs, io_uring, inotify "
                "(seccomp), locked memory and POSIX queues (rlimit 0)") if box.seccomp else ""
+    if box.seccomp and syscalls:
+        refused += (f"; {syscalls} allow-list: one process (no fork), no file created or "
+                    "written, no pipes, vmsplice, epoll, eventfd")
     if ex.memory_limit_by == "cgroup-v1":
         return ("cgroup v1 memory.limit_in_bytes: resident memory, page cache, tmpfs and shm "
                 "files, kernel memory (inodes, dentries)" + refused)
@@ -629,8 +753,12 @@ def memory_mechanism(ex: Execution, box: Sandbox, memory_mb: int, box_mb: int = 
     if box.kind == "bwrap":
         cap = max(1, min(box_mb, memory_mb))
         what += (f" plus the files in its tmpfs (/tmp, /box, /dev/shm; at most {cap} MB "
-                 f"together; blocks and {INODE_BYTES} bytes per inode); pipe buffers (the "
-                 "uid's pipe-user-pages-soft) and page cache not counted")
+                 f"together; blocks and {INODE_BYTES} bytes per inode); page cache not counted")
+        if box.seccomp and syscalls:
+            what += (f"; bound {memory_bound_mb(memory_mb)} MB plus the program's own files: one "
+                     "process's address space (RLIMIT_AS), no file created")
+        else:
+            what += "; pipe buffers (the uid's pipe-user-pages-soft) not counted"
         what += refused if box.seccomp else "; memfd NOT limited (no seccomp filter)"
     else:
         what += "; page cache, tmpfs/shm files and memfd pages are NOT limited"
@@ -641,5 +769,6 @@ def sandbox_report(box: Sandbox) -> dict[str, object]:
     """A JSON-able description for records, `--probe` and the docs."""
     return {"sandbox": box.kind, "unsafe": box.unsafe, "network_isolated": box.network_isolated,
             "fs_isolated": box.fs_isolated, "uid": box.uid if box.uid is not None else os.geteuid(),
+            "uid_pool": list(box.uid_pool) if box.uid_pool else None,
             "notes": list(box.notes), "ro_binds": list(box.ro_binds),
             **kernel_userns_report()}
