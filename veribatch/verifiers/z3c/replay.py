@@ -246,7 +246,8 @@ def replay(
         stdout, stderr = work / "stdout", work / "stderr"
         limits = Limits(wall_s=timeout_s, cpu_s=RUN_CPU_S, memory_mb=RUN_MEMORY_MB)
         run = run_sandboxed(["./cex"], {"cex": exe}, limits, stdin_path=None, stdin_data=b"",
-                            stdout_path=stdout, stderr_path=stderr, output_cap=OUTPUT_CAP, sandbox=box)
+                            stdout_path=stdout, stderr_path=stderr, output_cap=OUTPUT_CAP, sandbox=box,
+                            syscalls="cpp")  # the judged programs' allow-list: no fork, no writes
         text = stdout.read_text(errors="replace") if stdout.is_file() else ""
         etext = stderr.read_text(errors="replace") if stderr.is_file() else ""
         if run.termination_reason not in ("exit", "signal"):
