@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -28,9 +27,7 @@ INVBENCH_PAIRS = [
 @pytest.mark.slow
 def test_builds_on_invbench_style_pairs_and_answers_them_greedily(tmp_path: Path, chat_request) -> None:
     chat = chat_request
-    t0 = time.perf_counter()
-    path = cached_tiny_qwen2(INVBENCH_PAIRS, root=tmp_path)
-    assert time.perf_counter() - t0 < 40
+    path = cached_tiny_qwen2(INVBENCH_PAIRS, root=tmp_path)  # its build time: bench/inference.py
     info = json.loads((path / MANIFEST).read_text())
     assert info["all_pairs_learned"] and info["pairs"] == [list(p) for p in INVBENCH_PAIRS]
     config = json.loads((path / "config.json").read_text())
