@@ -13,12 +13,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-out = Console(markup=False)  # as cli's consoles: our style tags say markup=True
-err = Console(stderr=True, markup=False)
+from veribatch.launch.console import EXIT_INCOMPLETE, EXIT_INPUT, err, out
 
 DirOpt = Annotated[Path | None, typer.Option("--dir", help="Where SIF images and images.lock.json "
                                              "live (env VERIBATCH_IMAGES; default ./images).")]
@@ -63,7 +61,7 @@ def check_cmd(
         for n in c.notes:
             out.print(f"  {n}", highlight=False)
     if not all(c.ok for c in results):
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_INCOMPLETE)
 
 
 @images_app.command("build")
@@ -84,11 +82,11 @@ def build_cmd(
                 out.print(f"  UNPINNED: {u}", highlight=False)
     except (ApptainerMissing, UnknownImageError) as e:
         err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_INPUT) from None
     except subprocess.CalledProcessError as e:
         err.print(f"[bold red]error:[/] apptainer build failed with exit code {e.returncode}",
                   highlight=False, markup=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(EXIT_INCOMPLETE) from None
 
 
 def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:

@@ -13,9 +13,10 @@ from typing import Annotated
 
 import typer
 
+from veribatch.launch.console import EXIT_INPUT
 from veribatch.launch.rundir import RunNotFoundError, resolve_run
 
-EXIT_OK, EXIT_REGRESSED, EXIT_INPUT = 0, 1, 2
+EXIT_REGRESSED = 1  # regress's own meaning of 1: something got worse
 
 TimeFactor = Annotated[float, typer.Option(help="A record is slower/faster when its time changes by "
                                                 "this factor or more.")]

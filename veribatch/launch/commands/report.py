@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
+from veribatch.launch.console import EXIT_INPUT
 from veribatch.launch.rundir import RunNotFoundError, resolve_run
 
-EXIT_INPUT = 2
 HISTORY_FILE = "history.parquet"
 
 

@@ -25,6 +25,8 @@ from typing import Annotated, Any
 
 import typer
 
+from veribatch.launch.console import EXIT_CLUSTER, EXIT_INCOMPLETE, EXIT_INPUT
+
 SERVE_FILE = "serve.json"
 SCRIPT = "serve.sbatch"
 
@@ -192,7 +194,7 @@ def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:
             ep = wait_for_endpoint(serve_dir, timeout, proc=proc)
         except (RuntimeError, TimeoutError, OSError, ValueError) as exc:
             typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(3 if executor == "slurm" else 1) from None
+            raise typer.Exit(EXIT_CLUSTER if executor == "slurm" else EXIT_INCOMPLETE) from None
         typer.echo(f"endpoint: {ep['url']}  (model {ep['model']}, backend {ep['backend']})")
         typer.echo(f"use: VERIBATCH_SERVE_DIR={serve_dir} ... --model openai:{ep['model']} "
                    f"(URL and bearer token from {serve_dir}/endpoint.json, mode 0600); "
@@ -208,5 +210,5 @@ def register(app: typer.Typer, task_apps: dict[str, typer.Typer]) -> None:
             reason = stop_serve(serve_dir, timeout)
         except FileNotFoundError as exc:
             typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
+            raise typer.Exit(EXIT_INPUT) from None
         typer.echo(f"stopped: {reason}")

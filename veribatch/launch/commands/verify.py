@@ -20,16 +20,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from veribatch.launch.console import EXIT_INCOMPLETE, EXIT_INPUT, err, out
 from veribatch.verifiers.registry import verifier_names
 
-EXIT_CANNOT_RUN = 2
-EXIT_TOOL_ERROR = 1
-
-out = Console(markup=False)  # as cli's consoles: our style tags say markup=True
-err = Console(stderr=True, markup=False)
+EXIT_CANNOT_RUN = EXIT_INPUT  # nothing ran: bad input, unknown tool, tool missing
+EXIT_TOOL_ERROR = EXIT_INCOMPLETE  # the tool ran and answered ERROR
 
 
 def verify_cmd(
