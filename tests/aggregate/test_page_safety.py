@@ -17,6 +17,7 @@ from veribatch.aggregate.plots import plot_svg
 from veribatch.aggregate.render import to_markdown
 from veribatch.aggregate.report import CSP, html_page, trends_html
 from veribatch.aggregate.table import Metric, Plot, Table
+from veribatch.rundir.manifest import Manifest
 
 HTML_NAME = "openai:<img src=x onerror=alert(1)>|x"
 MATH_NAME = "openai:$\\foo$"
@@ -47,7 +48,7 @@ def test_mathtext_in_labels_is_drawn_as_text(tmp_path: Path) -> None:
     hist = tmp_path / "history.parquet"
     for night in ("2026-04-01", "2026-04-02"):
         append_night(hist, night_rows(suite="s", night=night, entry=MATH_NAME,
-                                      manifest={"run_id": "r1", "config": {"model": MATH_NAME}},
+                                      manifest=Manifest.from_json({"run_id": "r1", "config": {"model": MATH_NAME}}),
                                       tables=[t], reference_night="", regress_exit=-1, regressions=0))
     page = trends_html(read_history(hist), ["r1"])  # raised ValueError (mathtext) before
     assert page.count('<svg class="figure"') == 2 and "$\\foo$: solved -->" in page
