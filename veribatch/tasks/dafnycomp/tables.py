@@ -55,6 +55,9 @@ def _expected(run_dir: Path, manifest: dict[str, Any]) -> dict[int | None, int]:
 
 def strip_table(strip: pd.DataFrame, expected: int) -> Table:
     rows = []
+    keywords = ("requires", "ensures", "reads", "modifies", "decreases")
+    reform = len(strip) > 0 and bool((column(strip, "strip", "") == "reform").any())
+    reform_only = ("invariant", "assert", "assume", "comment") if reform else ()
     for split, g in (strip.groupby("split") if len(strip) else []):
         ok = g[g["status"] == "ok"]
         row = {"split": split, "covered": g["instance_id"].nunique(),
@@ -65,11 +68,21 @@ def strip_table(strip: pd.DataFrame, expected: int) -> Table:
                "bodies_preserved": int(column(g, "bodies_preserved", False).fillna(False).astype(bool).sum()),
                "declarations": int(ok["declarations"].sum()),
                "clauses_removed": int(ok["clauses_removed"].sum())}
-        for k in ("requires", "ensures", "reads", "modifies", "decreases"):
+        for k in (*keywords, *reform_only):
             row[k] = int(column(ok, f"removed_{k}", 0).fillna(0).sum())
         rows.append(row)
     counts = ("covered", "strip_errors", "mismatches", "stable", "bodies_preserved", "declarations",
-              "clauses_removed", "requires", "ensures", "reads", "modifies", "decreases")
+              "clauses_removed", *keywords, *reform_only)
+    if reform_only:  # -o strip=reform: ReForm's scripts' line-based stripping
+        return Table(
+            key="dafnycomp_strip", title="DafnyComp: annotations stripped as ReForm's scripts strip (-o strip=reform)",
+            frame=pd.DataFrame(rows or [{"split": None, "covered": 0, "missing": expected}]),
+            caption=("Lines removed by their first word (requires, ensures, invariant, assert, modifies, "
+                     "assume, reads, decreases; a line's continuation goes with it) and comments removed, "
+                     "as ReForm's build_sft_data_from_json.py does; not §3.3's contract-only stripping. "
+                     "stable: stripping again changes nothing; bodies lose their invariants and asserts "
+                     "by design (bodies_preserved 0)."),
+            index=("split",), metrics={c: Metric("count") for c in counts})
     return Table(
         key="dafnycomp_strip", title="DafnyComp: specifications stripped (§3.3)",
         frame=pd.DataFrame(rows or [{"split": None, "covered": 0, "missing": expected}]),
