@@ -22,7 +22,8 @@ from veribatch.tasks.dafnycomp import data
 from veribatch.tasks.sampling import model_run_sampling, resolve_samples
 from veribatch.tasks.verifier import AcceptedVerifiers
 
-STRIP_MODES = ("contracts", "reform")
+STRIP_MODES = ("contracts", "reform")      # the default first
+EXTRACT_MODES = ("whole", "first")
 
 
 def _resolve(dataset: str) -> tuple[str, Path | None]:
@@ -66,6 +67,7 @@ class DafnyCompTask(Task):
             "allow_other_dafny": False,  # run with a Dafny other than 4.10.x (not paper-comparable)
             "strength": True,            # Dafny-proved "spec as strong as the original" lemmas
             "strip": "contracts",        # contracts (§3.3) | reform (ReForm's scripts: also invariants, asserts, comments)
+            "extract": "whole",          # whole (the most complete block) | first (ReForm's scripts' first ```dafny block)
         }
 
     def default_sampling(self, config_model: str | None) -> dict[str, Any]:
@@ -84,11 +86,12 @@ class DafnyCompTask(Task):
         config = resolve_samples(config)
         if config.model is None and int(config.options.get("n_samples", 1)) != 1:
             raise ValueError("n_samples applies to a model; the reference arms have one candidate each")
-        strip = config.options.get("strip", "contracts")
-        if strip not in STRIP_MODES:
-            raise ValueError(f"strip={strip!r}: expected one of {', '.join(STRIP_MODES)}")
-        if strip == "contracts":  # the default is not recorded, so default runs keep their ids
-            config = replace(config, options={k: v for k, v in config.options.items() if k != "strip"})
+        for key, modes in (("strip", STRIP_MODES), ("extract", EXTRACT_MODES)):
+            value = config.options.get(key, modes[0])
+            if value not in modes:
+                raise ValueError(f"{key}={value!r}: expected one of {', '.join(modes)}")
+            if value == modes[0]:  # the default is not recorded, so default runs keep their ids
+                config = replace(config, options={k: v for k, v in config.options.items() if k != key})
         return resolve_verify_option(config)
 
     def versions(self, config: RunConfig) -> dict[str, str]:
@@ -104,7 +107,9 @@ class DafnyCompTask(Task):
         out = {"strip": REFORM_STRIP_VERSION if reform else STRIP_VERSION, "integrity": INTEGRITY_VERSION,
                "failure_modes": FAILURE_MODES_VERSION, "strength": STRENGTH_VERSION}
         if config.model is not None:
-            out.update(prompt=template_hash("reform" if reform else "contracts"), extract=EXTRACT_VERSION)
+            first = config.options.get("extract") == "first"
+            out.update(prompt=template_hash("reform" if reform else "contracts"),
+                       extract=EXTRACT_VERSION + ("+first-block" if first else ""))
         return out
 
     def unmet_requirements(self, config: RunConfig) -> str | None:

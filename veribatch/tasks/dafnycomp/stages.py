@@ -38,11 +38,12 @@ from veribatch.tasks.base import (
     StageContext,
     instance_dirname,
 )
-from veribatch.tasks.dafnycomp.answer import extract_program
+from veribatch.tasks.dafnycomp.answer import LANGUAGES, extract_program
 from veribatch.tasks.dafnycomp.integrity import check as integrity_check
 from veribatch.tasks.dafnycomp.strip import strip, strip_specs
 from veribatch.tasks.dafnycomp.strip_reform import REFORM_KEYWORDS, strip_reform
 from veribatch.tasks.dafnycomp.syntax import DafnySyntaxError, declarations
+from veribatch.tasks.extract import Extraction, extract_code
 from veribatch.tasks.generate import ARM_MODEL, Generate
 
 if TYPE_CHECKING:
@@ -179,6 +180,20 @@ GENERATE = DafnyCompGenerate()
 # ---------------------------------------------------------------- check
 
 
+def extract_mode(config: RunConfig) -> str:
+    """`whole` (the default, absent from the options: the block declaring most of the
+    original's declarations, `answer.extract_program`) or `first` (`-o extract=first`)."""
+    return str(config.options.get("extract", "whole"))
+
+
+def extract_first(text: str | None, finish_reason: str | None) -> Extraction:
+    """ReForm's scripts' rule (`extract_dafny_code`: the first ```dafny block): the first
+    fenced Dafny block, whatever it declares.  Reasoning, bare answers and truncation are
+    treated as by default, so only the choice between several blocks differs."""
+    return extract_code(text, languages=LANGUAGES, pick="first", finish_reason=finish_reason,
+                        bare_ok=True, reasoning=True)
+
+
 def _candidates(config: RunConfig, strip_rec: Record, program: str,
                 gen: list[Record] | None) -> list[dict[str, Any]]:
     """(arm, sample_index, answer text, finish reason, engine error) per candidate."""
@@ -218,7 +233,8 @@ def check_candidates(inst: Instance, config: RunConfig, strip_rec: Record | None
         if cand.get("reference"):
             code, extraction = cand["text"], "reference"
         else:
-            ex = extract_program(cand["text"], cand.get("finish_reason"), names)
+            ex = (extract_first(cand["text"], cand.get("finish_reason")) if extract_mode(config) == "first"
+                  else extract_program(cand["text"], cand.get("finish_reason"), names))
             code, extraction = (ex.code if ex.usable else None), ex.outcome
         rec["extraction"] = extraction
         if code is None:
