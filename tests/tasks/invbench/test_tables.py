@@ -152,6 +152,7 @@ def test_correct_invariant_is_over_every_covered_instance_as_the_paper(tmp_path:
     assert t.samples["pct_correct_invariant"].mean() == 50.0
     assert t.samples["pct_correct_invariant_timed"].count() == 2  # the others are NaN there
     assert "multiples of 1/113" in t.caption and "pct_correct_invariant_timed (ours)" in t.caption
+    assert t.title.startswith("Table 2:") and "pct_correct_invariant_timed and the verifier-invariant arm are ours" in t.title
 
 
 def test_table4_is_per_verifier_as_in_the_paper(tmp_path: Path) -> None:

@@ -176,7 +176,8 @@ def _speedup_table(run_dir: Path, manifest: dict[str, Any], verify: pd.DataFrame
         name = SPLIT_TABLE.get(split, "Table 2/3")
         tables.append(Table(
             key=f"table2_invbench_{split}",
-            title=f"{name}: invariant correctness and speedup ({split} split)",
+            title=f"{name}: invariant correctness and speedup ({split} split); "
+                  "pct_correct_invariant_timed and the verifier-invariant arm are ours",
             frame=pd.DataFrame(out),
             index=("split", "model", "arm", "N"),
             samples=pd.concat(samples, ignore_index=True) if samples else None,
