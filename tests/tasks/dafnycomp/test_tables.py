@@ -45,6 +45,9 @@ def test_pass_at_k_table_by_hand() -> None:
     f = by.frame.set_index("chain_length")
     assert f.loc[2, "verified_at_1"] == 0 and f.loc[3, "verified_at_1"] == pytest.approx(62.5)
     assert list(by.index) == ["model", "arm", "chain_length"]
+    # no paper table has this breakdown: its title claims none; Table 1's names its ours beside
+    assert not by.title.startswith("Table") and "not a paper table" in by.title
+    assert "strict_* (ours)" in t1.title
     # the pass@k curve the report draws holds Table 1's numbers, one row per estimable k
     c = curve.frame.set_index("k")
     assert list(c.index) == [1, 2, 4]

@@ -13,6 +13,7 @@ contracts, bodies) → `strip` (§3.3) → `prompt` → `answer` (the program in
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,9 @@ from veribatch.tasks.base import Instance, RunConfig, Stage, Task
 from veribatch.tasks.dafnycomp import data
 from veribatch.tasks.sampling import model_run_sampling, resolve_samples
 from veribatch.tasks.verifier import AcceptedVerifiers
+
+STRIP_MODES = ("contracts", "reform")      # the default first
+EXTRACT_MODES = ("whole", "first")
 
 
 def _resolve(dataset: str) -> tuple[str, Path | None]:
@@ -62,6 +66,8 @@ class DafnyCompTask(Task):
             "generate_batch": 16,
             "allow_other_dafny": False,  # run with a Dafny other than 4.10.x (not paper-comparable)
             "strength": True,            # Dafny-proved "spec as strong as the original" lemmas
+            "strip": "contracts",        # contracts (§3.3) | reform (ReForm's scripts: also invariants, asserts, comments)
+            "extract": "whole",          # whole (the most complete block) | first (ReForm's scripts' first ```dafny block)
         }
 
     def default_sampling(self, config_model: str | None) -> dict[str, Any]:
@@ -80,6 +86,12 @@ class DafnyCompTask(Task):
         config = resolve_samples(config)
         if config.model is None and int(config.options.get("n_samples", 1)) != 1:
             raise ValueError("n_samples applies to a model; the reference arms have one candidate each")
+        for key, modes in (("strip", STRIP_MODES), ("extract", EXTRACT_MODES)):
+            value = config.options.get(key, modes[0])
+            if value not in modes:
+                raise ValueError(f"{key}={value!r}: expected one of {', '.join(modes)}")
+            if value == modes[0]:  # the default is not recorded, so default runs keep their ids
+                config = replace(config, options={k: v for k, v in config.options.items() if k != key})
         return resolve_verify_option(config)
 
     def versions(self, config: RunConfig) -> dict[str, str]:
@@ -89,11 +101,15 @@ class DafnyCompTask(Task):
         from veribatch.tasks.dafnycomp.prompt import template_hash
         from veribatch.tasks.dafnycomp.strength import STRENGTH_VERSION
         from veribatch.tasks.dafnycomp.strip import STRIP_VERSION
+        from veribatch.tasks.dafnycomp.strip_reform import REFORM_STRIP_VERSION
 
-        out = {"strip": STRIP_VERSION, "integrity": INTEGRITY_VERSION,
+        reform = config.options.get("strip") == "reform"
+        out = {"strip": REFORM_STRIP_VERSION if reform else STRIP_VERSION, "integrity": INTEGRITY_VERSION,
                "failure_modes": FAILURE_MODES_VERSION, "strength": STRENGTH_VERSION}
         if config.model is not None:
-            out.update(prompt=template_hash(), extract=EXTRACT_VERSION)
+            first = config.options.get("extract") == "first"
+            out.update(prompt=template_hash("reform" if reform else "contracts"),
+                       extract=EXTRACT_VERSION + ("+first-block" if first else ""))
         return out
 
     def unmet_requirements(self, config: RunConfig) -> str | None:

@@ -43,14 +43,47 @@ signatures or bodies, and no assume, {{:axiom}}, {{:verify false}} or {{:extern}
 Answer with the complete program in one ```dafny code block."""
 
 
-def user_prompt(stripped_program: str) -> str:
-    return USER.format(program=stripped_program.strip("\n"))
+# `-o strip=reform`: the program lost its loop invariants, asserts, assumes and comments too
+# (`strip_reform`), so the template says so and lets them be written back, in ReForm's words
+# where it has some ("the strongest possible annotation (loop invariants, assert statements,
+# etc.)"); the rules against ways around the verifier stay.
+REFORM_VERSION = "dafnycomp-prompt-reform-v1"
+USER_REFORM = """\
+You are an expert in Dafny, a verification-aware programming language. The Dafny program \
+below is made of several methods and functions that call one another. Its annotations were \
+removed: every requires, ensures, invariant, assert, modifies, assume, reads and decreases \
+line, and every comment. All code is still there.
+
+Write the annotations back so that Dafny 4 verifies the whole program: contracts that hold \
+for their own bodies and give their callers what they need, and the loop invariants and \
+assertions their proofs need.
+
+Rules:
+- Only add requires, ensures, reads, modifies and decreases clauses before the opening \
+brace of methods, functions, predicates and lemmas, and loop invariants, loop decreases \
+and assert statements inside bodies.
+- Change nothing else: no new or removed methods, functions or lemmas, no changed \
+signatures or code, and no assume, {{:axiom}}, {{:verify false}} or {{:extern}}.
+
+```dafny
+{program}
+```
+
+Answer with the complete program in one ```dafny code block."""
+
+TEMPLATES = {"contracts": (TEMPLATE_VERSION, USER), "reform": (REFORM_VERSION, USER_REFORM)}
 
 
-def template_hash() -> str:
-    return hashlib.sha256((TEMPLATE_VERSION + USER).encode()).hexdigest()[:16]
+def user_prompt(stripped_program: str, strip: str = "contracts") -> str:
+    return TEMPLATES[strip][1].format(program=stripped_program.strip("\n"))
 
 
-def build_request(instance_id: str, stripped_program: str, sampling: Sampling) -> Request:
-    return Request(id=instance_id, messages=(Message("user", user_prompt(stripped_program)),),
+def template_hash(strip: str = "contracts") -> str:
+    version, text = TEMPLATES[strip]
+    return hashlib.sha256((version + text).encode()).hexdigest()[:16]
+
+
+def build_request(instance_id: str, stripped_program: str, sampling: Sampling,
+                  strip: str = "contracts") -> Request:
+    return Request(id=instance_id, messages=(Message("user", user_prompt(stripped_program, strip)),),
                    sampling=sampling)

@@ -38,10 +38,12 @@ from veribatch.tasks.base import (
     StageContext,
     instance_dirname,
 )
-from veribatch.tasks.dafnycomp.answer import extract_program
+from veribatch.tasks.dafnycomp.answer import LANGUAGES, extract_program
 from veribatch.tasks.dafnycomp.integrity import check as integrity_check
 from veribatch.tasks.dafnycomp.strip import strip, strip_specs
+from veribatch.tasks.dafnycomp.strip_reform import REFORM_KEYWORDS, strip_reform
 from veribatch.tasks.dafnycomp.syntax import DafnySyntaxError, declarations
+from veribatch.tasks.extract import Extraction, extract_code
 from veribatch.tasks.generate import ARM_MODEL, Generate
 
 if TYPE_CHECKING:
@@ -72,7 +74,15 @@ def _base(inst: Instance) -> Record:
 # ---------------------------------------------------------------- strip
 
 
-def strip_record(inst: Instance) -> Record:
+def strip_mode(config: RunConfig) -> str:
+    """`contracts` (§3.3, the default; absent from the options so default run ids stay) or
+    `reform` (ReForm's scripts' line-based stripping, `strip_reform`)."""
+    return str(config.options.get("strip", "contracts"))
+
+
+def strip_record(inst: Instance, mode: str = "contracts") -> Record:
+    if mode == "reform":
+        return _reform_strip_record(inst)
     program = inst.payload["program"]
     rec: Record = {**_base(inst), "original_sha256": _sha(program)}
     try:
@@ -98,9 +108,34 @@ def strip_record(inst: Instance) -> Record:
     return rec
 
 
+def _reform_strip_record(inst: Instance) -> Record:
+    """The ReForm-style strip: bodies lose their invariants and asserts by design, so only
+    stability (stripping again changes nothing) is required; `removed_<keyword>` counts the
+    lines dropped per first word, `removed_comment` the comments."""
+    program = inst.payload["program"]
+    result = strip_reform(program)
+    stable = strip_reform(result.text).text == result.text
+    return {
+        **_base(inst), "original_sha256": _sha(program),
+        "status": "ok" if stable else "strip_mismatch",
+        "strip": "reform",
+        "stripped": result.text,
+        "stripped_sha256": _sha(result.text),
+        "declarations": result.declarations,
+        "methods": result.kinds["method"],
+        "functions": result.kinds["function"] + result.kinds["predicate"],
+        "lemmas": result.kinds["lemma"],
+        "clauses_removed": sum(result.removed[k] for k in REFORM_KEYWORDS),
+        **{f"removed_{k}": result.removed[k] for k in (*REFORM_KEYWORDS, "comment")},
+        "stable": stable,
+        "bodies_preserved": False,
+    }
+
+
 def run_strip(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
+    mode = strip_mode(ctx.config)
     for inst in instances:
-        rec = strip_record(inst)
+        rec = strip_record(inst, mode)
         ctx.progress()
         yield InstanceResult(inst.id, [rec])
 
@@ -128,12 +163,12 @@ class DafnyCompGenerate(Generate):
         if rec is None or rec.get("status") != "ok":
             return {**_base(inst), "arm": ARM_MODEL, "model_spec": config.model, "sample_index": -1,
                     "status": "strip_missing" if rec is None else str(rec["status"])}
-        return build_request(inst.id, rec["stripped"], sampling)
+        return build_request(inst.id, rec["stripped"], sampling, strip_mode(config))
 
     def columns(self, inst: Instance, config: RunConfig, completion: Completion) -> Record:
         from veribatch.tasks.dafnycomp.prompt import template_hash
 
-        return {**_base(inst), "prompt_template": template_hash()}
+        return {**_base(inst), "prompt_template": template_hash(strip_mode(config))}
 
     def seconds_per_instance(self, config: RunConfig) -> float:
         return 60.0 * int(config.options.get("n_samples", 1))
@@ -143,6 +178,20 @@ GENERATE = DafnyCompGenerate()
 
 
 # ---------------------------------------------------------------- check
+
+
+def extract_mode(config: RunConfig) -> str:
+    """`whole` (the default, absent from the options: the block declaring most of the
+    original's declarations, `answer.extract_program`) or `first` (`-o extract=first`)."""
+    return str(config.options.get("extract", "whole"))
+
+
+def extract_first(text: str | None, finish_reason: str | None) -> Extraction:
+    """ReForm's scripts' rule (`extract_dafny_code`: the first ```dafny block): the first
+    fenced Dafny block, whatever it declares.  Reasoning, bare answers and truncation are
+    treated as by default, so only the choice between several blocks differs."""
+    return extract_code(text, languages=LANGUAGES, pick="first", finish_reason=finish_reason,
+                        bare_ok=True, reasoning=True)
 
 
 def _candidates(config: RunConfig, strip_rec: Record, program: str,
@@ -184,7 +233,8 @@ def check_candidates(inst: Instance, config: RunConfig, strip_rec: Record | None
         if cand.get("reference"):
             code, extraction = cand["text"], "reference"
         else:
-            ex = extract_program(cand["text"], cand.get("finish_reason"), names)
+            ex = (extract_first(cand["text"], cand.get("finish_reason")) if extract_mode(config) == "first"
+                  else extract_program(cand["text"], cand.get("finish_reason"), names))
             code, extraction = (ex.code if ex.usable else None), ex.outcome
         rec["extraction"] = extraction
         if code is None:
