@@ -1,0 +1,231 @@
+"""One guard per soundness rule of the z3c README: each test fails when its rule is removed.
+
+The rules are about what may become a verdict: TRUE only from a proof `chc.validate`
+decided clause by clause (an undecided clause — forced here with a tiny Z3 resource
+limit, `rlimit` — is no proof, and neither is a linear-first check that ran out), FALSE
+only from a trace the compiled program replays into `reach_error` (BMC's own models and
+Spacer's "unsafe" are hints).  Each guard has an unsafe twin that must never become TRUE.
+Z3's `rlimit` counts solver steps, not seconds: the forced `unknown` does not depend on
+the machine's load.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+import z3
+
+from tests.support.z3c_programs import prog
+from veribatch.verifiers.result import Status
+from veribatch.verifiers.z3c import api, chc, engines, portfolio, replay
+from veribatch.verifiers.z3c.encode import encode
+from veribatch.verifiers.z3c.ir import Clause
+
+COUNTER = """int main() { int i = 0; int n = __VERIFIER_nondet_int();
+  assume_abort_if_not(n >= 0 && n <= 1000);
+  while (i < n) { i++; } __VERIFIER_assert(i == n); return 0; }"""
+COUNTER_UNSAFE = COUNTER.replace("i < n", "i <= n")  # leaves the loop with i == n + 1
+# An error reachable only through a division by zero (undefined: no counterexample).
+DIV_BY_ZERO = """int main() { int d = __VERIFIER_nondet_int(); int q = 7 / d;
+  if (d == 0 && q == 5) { reach_error(); } return 0; }"""
+# Really unsafe, found at once by Spacer and BMC: d == 2 gives 7 / 2 == 3.
+DIV_UNSAFE = """int main() { int d = __VERIFIER_nondet_int(); assume_abort_if_not(d > 0);
+  int q = 7 / d; __VERIFIER_assert(q != 3); return 0; }"""
+
+
+@pytest.fixture
+def starved_z3() -> Iterator[None]:
+    """Every Z3 check made while the test runs gives up at once ("max. resource limit
+    exceeded"): a re-check that cannot decide, whatever the machine's load."""
+    yield
+    z3.set_param("rlimit", 0)
+
+
+def starve() -> None:
+    z3.set_param("rlimit", 1)
+
+
+def _clauses(*clauses: Clause) -> SimpleNamespace:
+    """A Horn system of hand-written clauses (`validate` reads only `clauses`)."""
+    return SimpleNamespace(clauses=list(clauses))
+
+
+# --- is_linear, on terms chosen by hand (not recomputed from the code) -----------------
+
+X, Y = z3.Ints("x y")
+A = z3.Array("a", z3.IntSort(), z3.IntSort())
+
+
+@pytest.mark.parametrize(("term", "linear"), [
+    (X * Y > 0, False),
+    (X * X >= 0, False),
+    (X / Y == 1, False),  # quotient of two variables
+    (X % Y == 0, False),
+    (2 * X + 3 > Y, True),
+    (X * 3 - Y <= 7, True),
+    (X / 3 >= Y, True),  # by a literal: linear integer arithmetic (div/mod by constants)
+    (X % 4 == 1, True),
+    (z3.If(X > 0, X, -X) >= Y, True),
+    (z3.And(X >= 0, z3.Or(Y < 2, X == Y)), True),
+    (z3.ForAll([X], X + Y >= Y), False),  # quantified
+    (z3.Exists([X], X > Y), False),
+    (A[X] > Y, False),  # arrays (the heap's $mem)
+    (z3.Implies(X * Y > 0, X > 0), False),  # a product anywhere below
+])
+def test_is_linear_classifies_hand_picked_terms(term: z3.BoolRef, linear: bool) -> None:
+    assert chc.is_linear(term) is linear
+    assert chc.is_linear(X >= 0, term) is linear  # several roots: linear only if all are
+
+
+# --- validate: an undecided clause is no proof -----------------------------------------
+
+def test_validate_on_an_undecided_clause_is_no_proof(starved_z3: None) -> None:
+    """Spacer's real proof of a safe loop: valid; with every check starved, each clause is
+    undecided and the answer is (None, the clause), never (True, None)."""
+    enc = encode(engines.parsed(prog(COUNTER)), mode="chc")
+    ans = chc.solve(enc, timeout_ms=20_000)
+    assert ans.status == "safe" and ans.interps is not None
+    assert chc.validate(enc, ans.interps, timeout_ms=10_000) == (True, None)
+    starve()
+    ok, why = chc.validate(enc, ans.interps, timeout_ms=10_000)
+    assert ok is None, why
+    assert why is not None and why.startswith("clause 0 (") and "resource limit" in why
+
+
+def test_validate_undecided_on_one_clause_only_is_still_no_proof(starved_z3: None) -> None:
+    """Only one clause undecided (the others valid): the whole proof is unchecked."""
+    x = z3.Int("x")
+    inv = z3.Function("inv", z3.IntSort(), z3.BoolSort())
+    init = Clause((), x == 0, inv(x), 1, "init")
+    # x**3 + y**3 == z**3 has no positive solution, but no arithmetic solver of Z3 shows it
+    y, z = z3.Ints("y z")
+    hard = Clause((inv(x),), z3.And(x > 0, y > 0, z > 0, x * x * x + y * y * y == z * z * z),
+                  None, 2, "error")
+    interps = {"inv": z3.Var(0, z3.IntSort()) >= 0}
+    ok, why = chc.validate(_clauses(init, hard), interps, timeout_ms=300)
+    assert ok is None and why is not None and why.startswith("clause 1 (error, line 2)"), why
+    # its violated twin (3**2 + 4**2 == 5**2) is found violated, never proved
+    squares = Clause((inv(x),), z3.And(x > 0, y > 0, z > 0, x * x + y * y == z * z),
+                     None, 2, "error")
+    ok, why = chc.validate(_clauses(init, squares), interps, timeout_ms=5000)
+    assert ok is False and why == "clause 1 (error, line 2) is violated", why
+
+
+def test_validate_without_time_left_is_no_proof() -> None:
+    enc = encode(engines.parsed(prog(COUNTER)), mode="chc")
+    ans = chc.solve(enc, timeout_ms=20_000)
+    assert ans.interps is not None
+    ok, why = chc.validate(enc, ans.interps, deadline=time.monotonic() - 1)
+    assert ok is None and why == "re-check ran out of time"
+
+
+# --- the linear-first check: running out is not unsat -----------------------------------
+
+def _product_clause() -> Clause:
+    """z == x*y with x, y >= 0 entails z >= 0, not z >= 1; the linear hypotheses alone
+    (x, y >= 0) entail neither, so the linear-first check is tried (the non-linear
+    hypothesis dropped) and cannot show it."""
+    x, y, z = z3.Ints("x y z")
+    inv = z3.Function("inv", z3.IntSort(), z3.BoolSort())
+    return Clause((), z3.And(x >= 0, y >= 0, z == x * y), inv(z), 1, "init")
+
+
+def test_linear_first_check_running_out_is_not_unsat(starved_z3: None) -> None:
+    c = _product_clause()
+    safe = {"inv": z3.Var(0, z3.IntSort()) >= 0}
+    assert chc.validate(_clauses(c), safe) == (True, None)
+    starve()  # the linear-first check and the full check both give up
+    ok, why = chc.validate(_clauses(c), safe)
+    assert ok is None and "resource limit" in (why or ""), why
+
+
+def test_linear_first_check_running_out_keeps_a_violated_clause(starved_z3: None,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unsafe twin: z >= 1 fails for x == 0.  Only the linear-first check starves; the
+    full check then finds the violation (were 'unknown' taken as unsat, the head would
+    have been skipped and the proof accepted)."""
+    c = _product_clause()
+    wrong = {"inv": z3.Var(0, z3.IntSort()) >= 1}
+    real = chc._unsat_quickly
+
+    def starved_first(assertions: list[z3.BoolRef], budget_ms) -> bool:  # noqa: ANN001
+        starve()
+        try:
+            return real(assertions, budget_ms)
+        finally:
+            z3.set_param("rlimit", 0)
+
+    monkeypatch.setattr(chc, "_unsat_quickly", starved_first)
+    ok, why = chc.validate(_clauses(c), wrong)
+    assert ok is False and why == "clause 0 (init, line 1) is violated", why
+
+
+# --- Spacer's proof is re-checked before it is a TRUE ------------------------------------
+
+def _claims_safe(enc: object, **_: object) -> chc.SpacerAnswer:
+    """A Spacer that answers "safe" with every predicate true (a wrong proof on an unsafe
+    program) — what a solver bug or a misread model would look like."""
+    return chc.SpacerAnswer("safe", {p.decl.name(): z3.BoolVal(True) for p in enc.preds})  # type: ignore[attr-defined]
+
+
+def test_a_wrong_spacer_proof_is_never_true(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chc, "solve", _claims_safe)
+    got = engines.run_spacer(prog(COUNTER_UNSAFE), 5)
+    assert got["answer"] == "unknown" and "did not re-check" in got["reason"], got
+    out = portfolio.verify_text(prog(COUNTER_UNSAFE), 6, in_process=True, members=("spacer",))
+    assert out.status != "TRUE", out
+
+
+def test_an_unchecked_spacer_proof_is_never_true(monkeypatch: pytest.MonkeyPatch,
+                                                 starved_z3: None) -> None:
+    """The wrong proof again, its re-check starved: undecided, so no verdict either way."""
+    def starving(enc: object, **kw: object) -> chc.SpacerAnswer:
+        starve()
+        return _claims_safe(enc)
+
+    monkeypatch.setattr(chc, "solve", starving)
+    got = engines.run_spacer(prog(COUNTER_UNSAFE), 5)
+    assert got["answer"] == "unknown" and got.get("unchecked_proof") is True, got
+    assert "could not be re-checked (clause" in got["reason"]
+
+
+# --- FALSE only from a replayed trace ------------------------------------------------------
+
+def test_bmc_trace_needing_undefined_behaviour_is_not_false() -> None:
+    """BMC's model divides by zero (any quotient); gcc's UBSan replay rejects the trace."""
+    got = engines.run_bmc(prog(DIV_BY_ZERO), 3)
+    assert got["answer"] == "unknown", got
+    assert "unconfirmed counterexample" in got["reason"] and "division by zero" in got["reason"]
+
+
+def test_bmc_without_a_confirming_replay_is_never_false(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A truly unsafe program whose replay (say, gcc) does not confirm the trace: no FALSE."""
+    assert engines.run_bmc(prog(DIV_UNSAFE), 30)["answer"] == "false"  # at depth 0, at once
+    calls: list[object] = []
+
+    def refuse(*a: object, **k: object) -> replay.Replay:
+        calls.append(a)
+        return replay.Replay(False, "replay refused (test)")
+
+    monkeypatch.setattr(replay, "replay", refuse)
+    got = engines.run_bmc(prog(DIV_UNSAFE), 6)
+    assert calls and got["answer"] == "unknown" and "replay refused (test)" in got["reason"], got
+
+
+def test_spacers_unsafe_without_a_trace_is_never_false() -> None:
+    """Spacer finds the error of DIV_BY_ZERO reachable (the quotient by 0 is any value);
+    no trace replays: UNKNOWN or TIMEOUT, the hint named, never FALSE (nor TRUE)."""
+    assert engines.run_spacer(prog(DIV_BY_ZERO), 5)["answer"] == "unsafe"
+    res = api.verify(prog(DIV_BY_ZERO), 5, in_process=True)
+    assert res.status in (Status.UNKNOWN, Status.TIMEOUT), res
+    assert "Spacer found the error reachable (no confirmed trace yet)" in (res.reason or "")
+
+
+def test_spacers_unsafe_on_a_real_error_still_needs_the_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replay, "replay", lambda *a, **k: replay.Replay(False, "replay refused (test)"))
+    out = portfolio.verify_text(prog(DIV_UNSAFE), 5, in_process=True, members=("spacer", "bmc"))
+    assert out.status in ("UNKNOWN", "TIMEOUT"), out
+    assert "Spacer found the error reachable" in (out.reason or "")
