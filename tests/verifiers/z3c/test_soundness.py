@@ -229,3 +229,26 @@ def test_spacers_unsafe_on_a_real_error_still_needs_the_replay(monkeypatch: pyte
     out = portfolio.verify_text(prog(DIV_UNSAFE), 5, in_process=True, members=("spacer", "bmc"))
     assert out.status in ("UNKNOWN", "TIMEOUT"), out
     assert "Spacer found the error reachable" in (out.reason or "")
+
+
+# --- TRUE from a bounded unrolling only when it covers every execution --------------------
+
+DEEP_ERROR = """int main() { int i = 0; while (i < 1000) { i++; }
+  if (i == 1000) { reach_error(); } return 0; }"""  # unsafe, but only past 1000 iterations
+
+
+def test_an_unrolling_that_cuts_paths_is_no_proof() -> None:
+    """Shallow unrollings of DEEP_ERROR reach no error but cut the loop: not a proof; the
+    bounded twin (5 iterations) is proved by the complete unrolling."""
+    got = engines.run_bmc(prog(DEEP_ERROR), 2)
+    assert got["answer"] in ("unknown", "false"), got
+    safe = engines.run_bmc(prog(DEEP_ERROR.replace("i == 1000", "i != 1000")
+                                .replace("1000", "5")), 20)
+    assert safe == {"answer": "safe", "proof": "complete-unrolling", "invariants": []}, safe
+
+
+def test_cut_paths_undecided_are_not_infeasible(starved_z3: None) -> None:
+    enc = encode(engines.parsed(prog(DEEP_ERROR)), mode="unroll", depth=3)
+    assert enc.cut and not engines._cut_infeasible(enc, time.monotonic() + 10)
+    starve()  # "unknown" must not count as "no execution goes deeper"
+    assert not engines._cut_infeasible(enc, time.monotonic() + 10)
