@@ -252,3 +252,22 @@ def test_cut_paths_undecided_are_not_infeasible(starved_z3: None) -> None:
     assert enc.cut and not engines._cut_infeasible(enc, time.monotonic() + 10)
     starve()  # "unknown" must not count as "no execution goes deeper"
     assert not engines._cut_infeasible(enc, time.monotonic() + 10)
+
+
+# --- TRUE from templates only through the same re-check ------------------------------------
+
+TRIANGLE = """int main() { int x = 0, y = 0;
+  while (__VERIFIER_nondet_int() && x < 100) { x++; y += x; }
+  __VERIFIER_assert(2 * y == x * x + x); return 0; }"""  # an equality Spacer rarely finds
+
+
+def test_templates_proof_is_true_only_when_validate_decides_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    got = engines.run_templates(prog(TRIANGLE), 15)
+    assert got["answer"] == "safe" and got["proof"].startswith("templates"), got
+    # unsafe twin (2y == x*x fails after one step): no template proof
+    twin = engines.run_templates(prog(TRIANGLE.replace("x * x + x", "x * x")), 8)
+    assert twin["answer"] != "safe", twin
+    # the same proof with every re-check undecided: no verdict
+    monkeypatch.setattr(chc, "validate", lambda *a, **k: (None, "clause 0 (init, line 1): starved"))
+    got = engines.run_templates(prog(TRIANGLE.replace("x = 0, y = 0", "x = 0, y = 0, w = 0")), 15)
+    assert got["answer"] != "safe", got
