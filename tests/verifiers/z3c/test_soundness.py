@@ -271,3 +271,21 @@ def test_templates_proof_is_true_only_when_validate_decides_it(monkeypatch: pyte
     monkeypatch.setattr(chc, "validate", lambda *a, **k: (None, "clause 0 (init, line 1): starved"))
     got = engines.run_templates(prog(TRIANGLE.replace("x = 0, y = 0", "x = 0, y = 0, w = 0")), 15)
     assert got["answer"] != "safe", got
+
+
+# --- the replay confirms reach_error itself, not its exit code or its text alone -------------
+
+def test_replay_confirms_only_reach_error() -> None:
+    """Exit code 99 without reach_error, or the replay's mark printed by the program itself:
+    neither is the error (the replay needs both, which only its own `reach_error` gives)."""
+    text = prog("""extern void exit(int); extern int puts(const char *);
+      int main() { int x = __VERIFIER_nondet_int();
+        if (x == 7) { exit(99); }
+        if (x == 8) { puts("VERIBATCH_REACH_ERROR"); return 0; }
+        if (x == 9) { reach_error(); }
+        return 0; }""")
+    ast = engines.parsed(text)
+    assert replay.replay(ast, [9]).confirmed
+    for x in (7, 8, 0):
+        rep = replay.replay(ast, [x])
+        assert not rep.confirmed, (x, rep)
