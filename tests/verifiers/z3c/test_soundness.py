@@ -298,3 +298,5 @@ def test_clauses_without_an_error_path_are_proved_and_rechecked() -> None:
       if (i < 0 && 0) { reach_error(); } return 0; }""")
     got = engines.run_spacer(text, 5)
     assert got["answer"] == "safe" and got["proof_checked"] is True, got
+    out = portfolio.verify_text(text, 10, in_process=True)  # the verdict carries the flag
+    assert out.status == "TRUE" and out.extras["proof_checked"] is True, out
