@@ -300,3 +300,20 @@ def test_clauses_without_an_error_path_are_proved_and_rechecked() -> None:
     assert got["answer"] == "safe" and got["proof_checked"] is True, got
     out = portfolio.verify_text(text, 10, in_process=True)  # the verdict carries the flag
     assert out.status == "TRUE" and out.extras["proof_checked"] is True, out
+
+
+def test_linear_first_check_without_time_for_itself_proves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A linear-first check left less than its minimum (20 ms) is not run — and not taken
+    as unsat: the violated twin of the product clause is still found violated."""
+    monkeypatch.setattr(chc, "LINEAR_FIRST_MS", 10)
+    wrong = {"inv": z3.Var(0, z3.IntSort()) >= 1}
+    ok, why = chc.validate(_clauses(_product_clause()), wrong)
+    assert ok is False and why == "clause 0 (init, line 1) is violated", why
+
+
+def test_a_replay_that_does_not_end_confirms_nothing() -> None:
+    text = prog("""int main() { int x = __VERIFIER_nondet_int();
+      while (x == 5) { } reach_error(); return 0; }""")
+    ast = engines.parsed(text)
+    rep = replay.replay(ast, [5], timeout_s=1.0)
+    assert not rep.confirmed and rep.detail == "replay timed out", rep
