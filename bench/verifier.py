@@ -295,8 +295,8 @@ def main() -> int:
 
     verifier_against.add_arguments(ap)
     args = ap.parse_args()
-    if args.json:
-        args.json = str(Path(args.json).resolve())
+    if args.json:  # resolved before the chdir; `compare` writes it with Path.write_text
+        args.json = Path(args.json).resolve()
     os.chdir(REPO)  # the fork server's `python -m` puts its cwd first on sys.path
     if args.against:
         return verifier_against.compare(args.sample or 12, args.seed, args.timeout, args.against_timeout,

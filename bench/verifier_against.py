@@ -69,8 +69,10 @@ def compare(sample: int, seed: int, timeout: float, against_timeout: float, agai
           f"wall limits z3 {timeout:g} s, {against} {against_timeout:g} s (no CPU cap)")
     logs = Path(tempfile.mkdtemp(prefix="vb-bench-against-"))
     rows: list[dict[str, Any]] = []
-    print(f"\n| program | published (s) | z3 | s | {against} | s | ratio |\n|---|---|---|---|---|---|---|")
+    print(f"\n| program | published (s) | z3 | s | {against} | s | ratio | load |\n"
+          "|---|---|---|---|---|---|---|---|")
     for name in files:
+        load = os.getloadavg()[0]  # the 1-minute load both queries of the row start under
         q = Query((folder / name,))
         ours = z3.run(q, Limits(wall_s=timeout), logs / "z3" / name)
         theirs = other.run(q, Limits(wall_s=against_timeout, memory_mb=16384), logs / against / name)
@@ -80,13 +82,14 @@ def compare(sample: int, seed: int, timeout: float, against_timeout: float, agai
         row = {"file": name, "published": published, "published_s": round(timing[name]["time"], 2),
                "z3": str(ours.status), "z3_s": ours.wall_s, "z3_reason": ours.reason,
                against: str(theirs.status), f"{against}_s": theirs.wall_s, f"{against}_reason": theirs.reason,
-               "ratio": ratio}
+               "ratio": ratio, "load": round(load, 1)}
         if (both and ours.status != theirs.status) or any(
                 r.status.decided and str(r.status) != published for r in (ours, theirs)) or not both:
             row["explained"] = explain(name, published, ours, theirs, (folder / name).read_text(errors="replace"))
         rows.append(row)
         print(f"| {name} | {published} ({row['published_s']:.1f}) | {ours.status} | {ours.wall_s:.2f} | "
-              f"{theirs.status} | {theirs.wall_s:.2f} | {f'{ratio:.1f}×' if ratio else '–'} |", flush=True)
+              f"{theirs.status} | {theirs.wall_s:.2f} | {f'{ratio:.1f}×' if ratio else '–'} | {load:.1f} |",
+              flush=True)
     ratios = [r["ratio"] for r in rows if r["ratio"]]
     wrong = [r for r in rows if r["z3"] in ("TRUE", "FALSE") and r[against] in ("TRUE", "FALSE")
              and r["z3"] != r[against]]

@@ -69,10 +69,29 @@ def test_constant_masks_are_exact_and_the_facts_hold_of_every_pair():
         for vx, vy in itertools.product(range(t.lo, t.hi + 1, 3), range(t.lo, t.hi + 1, 5)):
             sub = z3.substitute(facts, (x, z3.IntVal(vx)), (y, z3.IntVal(vy)), (a, z3.IntVal(vx & vy)))
             assert z3.is_true(z3.simplify(sub)), (name, vx, vy)
-    # out of range (after an undefined overflow) the facts still admit the true value: no path is cut
-    facts = bitabs.and_facts(x, y, a, cint.type_named("signed char"))
-    sub = z3.substitute(facts, (x, z3.IntVal(1000)), (y, z3.IntVal(-3)), (a, z3.IntVal(1000 & -3)))
-    assert z3.is_true(z3.simplify(sub))
+
+
+def test_the_facts_admit_the_true_value_of_out_of_range_pairs():
+    """After an undefined overflow an operand may be outside its type's range: the facts
+    must still admit the true `x & y` (they hold of every pair of integers), or a path
+    would be cut.  Edge values of each type (its bounds, one past them, far beyond, both
+    signs) paired with each other, and seeded random pairs far outside the range."""
+    import random
+
+    x, y, a = z3.Ints("x y a")
+    rng = random.Random(41)
+    for name in ("signed char", "unsigned char", "int", "unsigned int"):
+        t = cint.type_named(name)
+        edges = {0, 1, -1, 2, -2, t.lo, t.hi, t.lo - 1, t.hi + 1, 2 * t.hi + 1, -2 * t.hi - 3,
+                 t.hi * 3 + 7, 2**40 + 5, -(2**40) - 9, 1000, -1000}
+        pairs = list(itertools.product(sorted(edges), repeat=2))
+        pairs += [(rng.randint(-(2**36), 2**36), rng.randint(-(2**36), 2**36)) for _ in range(150)]
+        pairs += [(rng.randint(t.lo - 3000, t.hi + 3000), rng.randint(t.lo - 3000, t.hi + 3000))
+                  for _ in range(150)]
+        facts = bitabs.and_facts(x, y, a, t)
+        for vx, vy in pairs:
+            sub = z3.substitute(facts, (x, z3.IntVal(vx)), (y, z3.IntVal(vy)), (a, z3.IntVal(vx & vy)))
+            assert z3.is_true(z3.simplify(sub)), (name, vx, vy)
 
 
 @pytest.mark.parametrize("text", [SAFE, PARITY], ids=["order-sign-masks", "parity"])

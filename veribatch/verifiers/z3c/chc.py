@@ -62,6 +62,7 @@ def solve(
     global_guidance: bool = False,
     nonlinear: bool = False,
     seed: int = 0,
+    rlimit: int = 0,
 ) -> SpacerAnswer:
     """Run Spacer on the clauses of `enc`.
 
@@ -70,6 +71,7 @@ def solve(
     programs (cohencu, egcd, geo) in seconds where the default times out.
     `seed` varies Spacer's heuristics between restarts: measured here, the same
     query times out with one seed and is solved in under a second with another.
+    `rlimit` (Z3 resource units, 0: none) bounds the run by steps, whatever the load.
     """
     clauses = enc.clauses
     if enc.heap:
@@ -85,6 +87,8 @@ def solve(
         s.set("fp.spacer.arith.solver", 6)
     if seed:
         s.set("fp.spacer.random_seed", seed)
+    if rlimit:
+        s.set("rlimit", rlimit)
     for c in clauses:
         s.add(clause_formula(c))
     r = s.check()

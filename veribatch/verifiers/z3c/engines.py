@@ -411,7 +411,10 @@ def _run_bmc(
                     }
                 last_reason = f"timeout; unconfirmed counterexample at depth {depth}: {rep.detail}"
             elif r == z3.unknown:
-                return {"answer": "unknown", "reason": f"BMC at depth {depth}: {s.reason_unknown()}",
+                why = s.reason_unknown()
+                if why in ("timeout", "canceled"):  # a trace gcc rejected earlier stays said
+                    return stopped(f"BMC at depth {depth}: {why}")
+                return {"answer": "unknown", "reason": f"BMC at depth {depth}: {why}",
                         "next_depth": depth}
             else:
                 errors_unsat = True
