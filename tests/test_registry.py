@@ -98,3 +98,20 @@ def test_the_same_target_declared_twice_is_no_clash(site: Path) -> None:
     distribution(site, "toyreg-first", "1.0", {"toyreg-same": "toyreg_good:A"})
     distribution(site, "toyreg-again", "1.0", {"toyreg-same": "toyreg_good:A"})
     assert registry.load(GROUP, "toyreg-same").__name__ == "A"
+
+
+def test_ours_come_from_the_running_checkout_even_where_it_is_not_installed(site: Path) -> None:
+    """A checkout used through PYTHONPATH (a cluster job, the vLLM venv) has no veribatch
+    metadata, or an older one: its built-ins are still its pyproject.toml's, never a stale
+    install's, and a stale install's other value for one of our names is no clash."""
+    import tomllib
+
+    pyproject = Path(registry.__file__).resolve().parents[1] / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text())["project"]["entry-points"][GROUP]
+    # an older install of veribatch itself, declaring a name we no longer have and another target
+    distribution(site, "veribatch", "0.0.1", {"gone": "veribatch.old:Gone",
+                                              "z3": "veribatch.old:OldZ3"})
+    registry.clear_cache()
+    assert set(registry.names(GROUP)) >= set(declared) and "gone" not in registry.names(GROUP)
+    assert registry.target(GROUP, "z3") == declared["z3"]
+    assert "the checkout at" in registry.distribution(GROUP, "z3")

@@ -6,9 +6,12 @@ A package plugs in by declaring entry points in its ``pyproject.toml``::
     [project.entry-points."veribatch.tools"]
     toy = "toy_verifier:ToyTool"
 
-veribatch declares its own built-ins the same way (one mechanism for ours and others'), so a
-checkout must be installed (``pip install -e .``) for them to appear, and re-installed after
-its entry points change.
+veribatch declares its own built-ins the same way, in its own ``pyproject.toml`` (one
+declaration for ours and others').  Ours are read from the pyproject.toml of the checkout
+that is running (`_own_entries`) — so a checkout used through ``PYTHONPATH`` without an
+install, or with an install older than its entry points, still sees exactly its built-ins —
+and from the installed metadata when veribatch is a wheel; every other package's come from
+its install.
 
 Why entry points: they are the ecosystem's plug-in convention (pytest, lm-evaluation-harness),
 listing them reads the installed packages' metadata only (nothing is imported: ``launch
@@ -23,6 +26,7 @@ This module is the bottom layer: it imports nothing of ours, so each package map
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -65,9 +69,49 @@ class DuplicateNameError(LookupError):
     """Two installed distributions declare the same name in one group with different targets."""
 
 
+_OWN = "veribatch"
+
+
 def _dist(ep: metadata.EntryPoint) -> str:
     dist = getattr(ep, "dist", None)
+    if dist is None and ep.value.startswith(f"{_OWN}."):
+        return f"{_OWN} (the checkout at {_checkout()})"
     return f"{dist.name} {dist.version}" if dist is not None else "an unknown distribution"
+
+
+def _checkout() -> Path | None:
+    """The source checkout this `veribatch` is imported from (its pyproject.toml beside the
+    package), or None for an installed wheel."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").is_file() else None
+
+
+def _own_entries(group: str) -> list[metadata.EntryPoint] | None:
+    """veribatch's own built-ins, read from the pyproject.toml of the code that is running.
+
+    The code that runs decides what is built in: a checkout used through ``PYTHONPATH``
+    (a cluster job, another venv — the vLLM one) or one whose install is older than its
+    entry points then still finds every built-in, and never a stale one.  None when this
+    `veribatch` is no checkout (a wheel: its metadata says it)."""
+    root = _checkout()
+    if root is None:
+        return None
+    import tomllib
+    from importlib import metadata
+
+    try:
+        project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    except (OSError, ValueError, KeyError):
+        return None
+    if project.get("name") != _OWN:
+        return None
+    table = (project.get("entry-points") or {}).get(group) or {}
+    return [metadata.EntryPoint(name=n, value=str(v), group=group) for n, v in table.items()]
+
+
+def _is_own(ep: metadata.EntryPoint) -> bool:
+    dist = getattr(ep, "dist", None)
+    return dist is not None and dist.name.lower().replace("_", "-") == _OWN
 
 
 def _group(group: str) -> dict[str, metadata.EntryPoint]:
@@ -76,8 +120,12 @@ def _group(group: str) -> dict[str, metadata.EntryPoint]:
     if group not in _entries:
         from importlib import metadata
 
+        own = _own_entries(group)
+        installed = list(metadata.entry_points(group=group))
+        if own is not None:  # ours from the running checkout, every other package's from its install
+            installed = own + [ep for ep in installed if not _is_own(ep)]
         found: dict[str, metadata.EntryPoint] = {}
-        for ep in metadata.entry_points(group=group):
+        for ep in installed:
             seen = found.get(ep.name)
             if seen is not None and seen.value != ep.value:
                 # kept so that names() still lists it; load() says what clashes
