@@ -143,3 +143,68 @@ def test_shipped_suite_two_night_sequences_on_slurm(slurm_cluster: dict[str, str
     h = pd.read_parquet(hist / "history.parquet")
     assert sorted(set(h["night"])) == ["2026-03-01", "2026-03-02", "2026-03-03"]
     assert (hist / "nights" / "2026-03-03" / "report.html").is_file()
+
+
+def _night_with_a_node_kill(suite: Path, night: str, shard: int = 1) -> None:
+    """A night whose `work` shard loses its process mid-shard (SIGKILL, as a lost node does)
+    and is resumed by the next call that night: the shard's records come from two attempts."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    hist = Path(yaml.safe_load(suite.read_text())["history"])
+    sdir = hist / "nights" / night / "self" / "shards" / "work" / str(shard)
+    p = subprocess.Popen([sys.executable, "-m", "veribatch", "nightly", str(suite), "--night", night],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        ledger, attempt = sdir / "ledger.jsonl", sdir / "attempt.json"
+        if ledger.exists() and len(ledger.read_text().splitlines()) >= 3 and attempt.exists():
+            os.kill(json.loads(attempt.read_text())["pid"], signal.SIGKILL)  # our own worker
+            break
+        time.sleep(0.05)
+    out, _ = p.communicate(timeout=300)
+    assert p.returncode == 5 and "stopped without finishing" in out, out
+    r = launch("nightly", str(suite), "--night", night)  # the morning call resumes it
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads((sdir / "stats.json").read_text())["attempt"] == 2
+
+
+@pytest.mark.slow  # nine `launch nightly` processes, ~2 min
+def test_time_rule_nights_with_node_kills_no_alarm_a_2x_slower_verifier_caught_first_night(
+        tmp_path: Path) -> None:
+    """The noise-aware time rule on real records: three nights that each lose a shard's
+    process mid-shard (resumed from the ledger, no code change) raise no time alarm, the
+    retried shard is marked in every comparison; then the work made 2x slower on purpose
+    (0.5 s -> 1 s per instance, under the fixed rule's 1 s minimum: `launch regress` with
+    one reference misses it) is caught the first night, on the instances whose spread over
+    the nights is known."""
+    hist = tmp_path / "hist"
+    run = {"name": "self", "task": "selftest", "shards": 2, "options": {"sleep_s": 0.5}}
+    suite = _suite(tmp_path / "s" / "timing.yaml", hist, [run])
+    r = launch("nightly", str(suite), "--night", "2026-04-01")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for night in ("2026-04-02", "2026-04-03", "2026-04-04"):
+        _night_with_a_node_kill(suite, night)
+        report = json.loads((hist / "nights" / night / "regress" / "self.json").read_text())
+        assert report["exit_code"] == 0, [c for c in report["records"] if c["kind"] == "slower"]
+        assert any("CURRENT work: shard(s) [1] ran more than once" in n for n in report["notes"])
+        kinds = {c["kind"] for c in report["records"]}
+        assert "slower" not in kinds
+    # the same work made 2x slower on purpose: the first night with it raises the alarm
+    slow = _suite(tmp_path / "slow" / "timing.yaml", hist,
+                  [{**run, "options": {"sleep_s": 1.0}}])
+    r = launch("nightly", str(slow), "--night", "2026-04-05")
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = json.loads((hist / "nights" / "2026-04-05" / "regress" / "self.json").read_text())
+    slower = {c["instance_id"] for c in report["records"] if c["kind"] == "slower"}
+    # shard 0 ran clean on all four earlier nights: its six instances have a spread; shard 1
+    # was retried on every night but the first (one clean timing: no spread, the fixed rule)
+    assert slower == {f"selftest/smoke/{i:05d}" for i in range(6)}, report["records"]
+    assert all(len(c["spread_s"]) == 4 for c in report["records"] if c["kind"] == "slower")
+    # the fixed rule alone (one reference night, no spread) does not see it: 0.5 s < min_time_s
+    r = launch("regress", str(hist / "nights" / "2026-04-04" / "self"),
+               str(hist / "nights" / "2026-04-05" / "self"), "--format", "json")
+    assert r.returncode == 0 and not json.loads(r.stdout)["records"], r.stdout + r.stderr

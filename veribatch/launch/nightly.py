@@ -48,7 +48,10 @@ TOP_KEYS = {"name", "description", "executor", "profile", "partition", "account"
             "thresholds", "runs"}
 RUN_KEYS = {"name", "task", "dataset", "model", "options", "sampling", "shards", "limit", "strategy",
             "verifier"}
-THRESHOLD_KEYS = {"time_factor", "min_time_s", "near_limit", "alpha", "metric_tolerance"}
+THRESHOLD_KEYS = {"time_factor", "min_time_s", "near_limit", "alpha", "metric_tolerance",
+                  "spread_factor", "min_spread_s", "spread_min_nights"}
+SPREAD_NIGHTS = 7
+"""Earlier complete nights (besides the reference) whose times give an instance's spread."""
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 HISTORY_FILE = "history.parquet"
 
@@ -166,16 +169,24 @@ def _complete(rd: RunDir) -> bool:
 
 def last_good(suite: Suite, entry: str, before: str) -> tuple[str, Path] | None:
     """The latest night before `before` whose run of `entry` is complete."""
+    good = good_nights(suite, entry, before, 1)
+    return good[0] if good else None
+
+
+def good_nights(suite: Suite, entry: str, before: str, count: int) -> list[tuple[str, Path]]:
+    """Up to `count` latest nights before `before` whose run of `entry` is complete, newest
+    first: the reference, then the nights that give each instance's time spread."""
     nights = suite.history / "nights"
     if not nights.is_dir():
-        return None
+        return []
+    out: list[tuple[str, Path]] = []
     for n in sorted((p.name for p in nights.iterdir() if p.is_dir()), reverse=True):
-        if n >= before:
+        if n >= before or len(out) >= count:
             continue
         rd = RunDir(nights / n / entry)
         if rd.manifest.is_file() and _complete(rd):
-            return n, rd.root
-    return None
+            out.append((n, rd.root))
+    return out
 
 
 @contextmanager
@@ -295,11 +306,13 @@ def _compare(suite: Suite, night: str, run: SuiteRun, rd: RunDir, out: EntryOutc
     from veribatch.aggregate.regress_render import to_markdown
     from veribatch.aggregate.render import load_tables
 
-    ref = last_good(suite, run.name, night)
+    good = good_nights(suite, run.name, night, 1 + SPREAD_NIGHTS)
+    ref = good[0] if good else None
     regress_dir = night_dir(suite, night) / "regress"
     if ref is not None:
         out.reference_night = ref[0]
-        report = regress(ref[1], rd.root, Thresholds(**suite.thresholds))
+        report = regress(ref[1], rd.root, Thresholds(**suite.thresholds),
+                         history=[p for _, p in good[1:]])
         out.regress_exit = report.exit_code
         out.regressions = len(report.regressions) + len(report.cell_regressions)
         out.regress_md = to_markdown(report)
