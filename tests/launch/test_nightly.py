@@ -204,6 +204,9 @@ def test_time_rule_nights_with_node_kills_no_alarm_a_2x_slower_verifier_caught_f
     # was retried on every night but the first (one clean timing: no spread, the fixed rule)
     assert slower == {f"selftest/smoke/{i:05d}" for i in range(6)}, report["records"]
     assert all(len(c["spread_s"]) == 4 for c in report["records"] if c["kind"] == "slower")
+    # every complete night's measured costs are kept for sizing the next (launch.measured)
+    costs = json.loads((hist / "costs.json").read_text())["measurements"]
+    assert len([m for m in costs if m["stage"] == "work"]) == 5
     # the fixed rule alone (one reference night, no spread) does not see it: 0.5 s < min_time_s
     r = launch("regress", str(hist / "nights" / "2026-04-04" / "self"),
                str(hist / "nights" / "2026-04-05" / "self"), "--format", "json")

@@ -14,14 +14,16 @@ directory machinery does the hard parts:
   complete (every shard DONE, tables aggregated).
 
 When an entry's run is complete it is compared with its reference (`aggregate.regress`),
-the result written to ``nights/<night>/regress/<entry>.{md,json}``, and the night's
-figures appended to ``HISTORY/history.parquet`` (`aggregate.history`).
+the result written to ``nights/<night>/regress/<entry>.{md,json}``, the night's
+figures appended to ``HISTORY/history.parquet`` (`aggregate.history`), and what its stages
+took to ``HISTORY/costs.json`` (`launch.measured`), which sizes the next nights' runs.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -322,6 +324,9 @@ def _compare(suite: Suite, night: str, run: SuiteRun, rd: RunDir, out: EntryOutc
         atomic_write_json(regress_dir / f"{run.name}.json", report.to_json())
         if report.refused:
             out.message = f"not comparable with night {ref[0]}: {report.refused}"
+    from .measured import COSTS_FILE, measure_run, record
+
+    record(suite.history / COSTS_FILE, measure_run(rd.root))
     manifest = Manifest.read(rd)
     rows = night_rows(suite=suite.name, night=night, entry=run.name, manifest=manifest,
                       tables=load_tables(rd.root), reference_night=out.reference_night,
@@ -358,6 +363,11 @@ def run_night(suite: Suite, night: str | None = None, *, executor: str | None = 
         raise SuiteError(f"night label {night!r} must match {NAME_RE.pattern} (default: today's date)")
     _thresholds(suite)  # bad thresholds fail before anything is submitted
     choice = _choice(suite, executor, profile)
+    from .measured import COSTS_ENV, COSTS_FILE
+
+    # tonight's runs are sized from what earlier nights measured (unless the caller names
+    # another file); sizing reads the variable, and SLURM elements inherit it harmlessly
+    os.environ.setdefault(COSTS_ENV, str((suite.history / COSTS_FILE).resolve()))
     with _lock(suite.history):
         ndir = night_dir(suite, night)
         ndir.mkdir(parents=True, exist_ok=True)
