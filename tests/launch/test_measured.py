@@ -106,7 +106,7 @@ def test_a_sized_generate_stage_takes_its_grouping_and_time_limit_from_measured_
     task, _, verifier, model = measured.key_of(manifest["config"], "generate")
     measured.record(costs, [measured.Measurement(
         task=task, stage="generate", verifier=verifier, model=model, run_id="earlier",
-        dataset="sample", recorded="2026-01-01T00:00:00Z", instances=12, shards=1, wall_s=90.0,
+        run_dir=str(tmp_path / "earlier"), dataset="sample", recorded="2026-01-01T00:00:00Z", instances=12, shards=1, wall_s=90.0,
         cpu_s=None, tokens_per_s=5.0, cpus_per_task=1)])
     g1, line1 = generate()
     assert "at 5 tokens/s (measured:" in line1, line1

@@ -13,7 +13,7 @@ File schema (``schema: 1``)::
 
     {"schema": 1, "measurements": [
        {"task", "stage", "verifier", "model": str ("" when none),
-        "run_id", "dataset", "recorded": str,
+        "run_id", "run_dir", "dataset", "recorded": str,
         "instances": int,            # instances run (resumed ones are not timed)
         "shards": int,               # shards that ran instances
         "wall_s": float,             # per instance: the shards' wall time / instances run
@@ -62,6 +62,7 @@ class Measurement:
     verifier: str
     model: str
     run_id: str
+    run_dir: str          # the run's identity here: nightly's nights share one run id
     dataset: str
     recorded: str
     instances: int
@@ -135,7 +136,7 @@ def measure_run(run_dir: Path) -> list[Measurement]:
         task, stage, verifier, model = key_of(manifest.config, st.name)
         out.append(Measurement(
             task=task, stage=stage, verifier=verifier, model=model, run_id=manifest.run_id,
-            dataset=str(manifest.config.get("dataset") or ""), recorded=now, instances=ran,
+            run_dir=str(Path(run_dir).resolve()), dataset=str(manifest.config.get("dataset") or ""), recorded=now, instances=ran,
             shards=shards, wall_s=round(wall / ran, 4),
             cpu_s=round(cpu / ran, 4) if have_cpu else None,
             tokens_per_s=round(tokens / wall, 2) if have_tokens and wall > 0 else None,
@@ -159,14 +160,15 @@ def read_costs(path: Path) -> list[Measurement]:
 
 
 def record(path: Path, measurements: list[Measurement]) -> int:
-    """Append `measurements` (replacing an earlier measurement of the same run and stage),
+    """Append `measurements` (replacing an earlier measurement of the same run directory and
+    stage: a night measured twice counts once),
     keep the last `MAX_PER_KEY` per key; atomic, under a lock.  Returns the count kept."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        new = {(m.run_id, m.stage) for m in measurements}
-        kept = [m for m in read_costs(path) if (m.run_id, m.stage) not in new] + measurements
+        new = {(m.run_dir, m.stage) for m in measurements}
+        kept = [m for m in read_costs(path) if (m.run_dir, m.stage) not in new] + measurements
         per_key: dict[tuple[str, str, str, str], list[Measurement]] = {}
         for m in kept:
             per_key.setdefault(m.key, []).append(m)
