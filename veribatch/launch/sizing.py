@@ -66,7 +66,6 @@ UNKNOWN_MODEL_LOAD_S = 1800.0
 """When a model's size cannot be told from its name or its files: half an hour."""
 BYTES_PER_PARAMETER = 2  # bf16/fp16 weights
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
-_NO_LOAD_ENGINES = ("openai", "replay")  # a remote server, or recorded completions
 
 
 def model_bytes(model: str) -> tuple[float | None, str]:
@@ -95,12 +94,24 @@ def load_basis(model: str | None) -> tuple[float | None, float, str]:
     if not model:
         return None, 0.0, "no model"
     engine = model.partition(":")[0]
-    if engine in _NO_LOAD_ENGINES:
+    if not _loads_weights(engine):
         return None, 0.0, f"{engine}: nothing to load"
     size, how = model_bytes(model)
     if size is None:
         return None, UNKNOWN_MODEL_LOAD_S, f"model {how}: {UNKNOWN_MODEL_LOAD_S / 60:g} min assumed"
     return size, 0.0, how
+
+
+def _loads_weights(engine: str) -> bool:
+    """The engine's class fact (`inference.types.Engine.loads_weights`); an engine that is
+    not installed here (planned on a login node without it) is charged a load."""
+    from veribatch.inference.errors import UnknownEngineError
+    from veribatch.inference.registry import engine_class
+
+    try:
+        return engine_class(engine).loads_weights
+    except (UnknownEngineError, ImportError):
+        return True
 
 
 Unit = list[int]
