@@ -211,3 +211,16 @@ def test_time_rule_nights_with_node_kills_no_alarm_a_2x_slower_verifier_caught_f
     r = launch("regress", str(hist / "nights" / "2026-04-04" / "self"),
                str(hist / "nights" / "2026-04-05" / "self"), "--format", "json")
     assert r.returncode == 0 and not json.loads(r.stdout)["records"], r.stdout + r.stderr
+
+
+def test_an_unreadable_costs_file_costs_the_measurement_not_the_night(tmp_path: Path) -> None:
+    hist = tmp_path / "hist"
+    suite = _suite(tmp_path / "s" / "costs.yaml", hist,
+                   [{"name": "self", "task": "selftest", "options": {"iterations": 50}}])
+    hist.mkdir(parents=True)
+    (hist / "costs.json").write_text("{not json")
+    r = launch("nightly", str(suite), "--night", "2026-05-01")
+    assert r.returncode == 0, r.stdout + r.stderr
+    entry = _night(hist, "2026-05-01")["entries"]["self"]
+    assert entry["status"] == "complete" and "costs not recorded" in entry["message"]
+    assert "unreadable measured-costs file" in entry["message"] and "costs.json" in entry["message"]

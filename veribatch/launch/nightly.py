@@ -324,14 +324,25 @@ def _compare(suite: Suite, night: str, run: SuiteRun, rd: RunDir, out: EntryOutc
         atomic_write_json(regress_dir / f"{run.name}.json", report.to_json())
         if report.refused:
             out.message = f"not comparable with night {ref[0]}: {report.refused}"
-    from .measured import COSTS_FILE, measure_run, record
-
-    record(suite.history / COSTS_FILE, measure_run(rd.root))
     manifest = Manifest.read(rd)
     rows = night_rows(suite=suite.name, night=night, entry=run.name, manifest=manifest,
                       tables=load_tables(rd.root), reference_night=out.reference_night,
                       regress_exit=out.regress_exit, regressions=out.regressions)
     append_night(suite.history / HISTORY_FILE, rows)
+    _record_costs(suite, rd, out)
+
+
+def _record_costs(suite: Suite, rd: RunDir, out: EntryOutcome) -> None:
+    """What the night's stages took, for sizing the next nights (`launch.measured`).  A
+    file that cannot be read or written costs the measurement, not the night's comparison."""
+    import pyarrow as pa
+
+    from .measured import COSTS_FILE, CostsError, measure_run, record
+
+    try:
+        record(suite.history / COSTS_FILE, measure_run(rd.root))
+    except (OSError, CostsError, pa.ArrowException) as e:
+        out.message = (out.message + "; " if out.message else "") + f"costs not recorded: {e}"
 
 
 def _write_report(suite: Suite, night: str, outs: list[EntryOutcome]) -> Path | None:
