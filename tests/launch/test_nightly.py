@@ -182,8 +182,7 @@ def test_time_rule_nights_with_node_kills_no_alarm_a_2x_slower_verifier_caught_f
     one reference misses it) is caught the first night, on the instances whose spread over
     the nights is known."""
     hist = tmp_path / "hist"
-    run = {"name": "self", "task": "selftest", "shards": 2,
-           "options": {"sleep_s": 0.5, "record_time": True}}
+    run = {"name": "self", "task": "selftest", "shards": 2, "options": {"sleep_s": 0.5}}
     suite = _suite(tmp_path / "s" / "timing.yaml", hist, [run])
     r = launch("nightly", str(suite), "--night", "2026-04-01")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -196,7 +195,7 @@ def test_time_rule_nights_with_node_kills_no_alarm_a_2x_slower_verifier_caught_f
         assert "slower" not in kinds
     # the same work made 2x slower on purpose: the first night with it raises the alarm
     slow = _suite(tmp_path / "slow" / "timing.yaml", hist,
-                  [{**run, "options": {"sleep_s": 1.0, "record_time": True}}])
+                  [{**run, "options": {"sleep_s": 1.0}}])
     r = launch("nightly", str(slow), "--night", "2026-04-05")
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((hist / "nights" / "2026-04-05" / "regress" / "self.json").read_text())

@@ -34,11 +34,6 @@ from veribatch.tasks.base import (
 SIZES = {"smoke": 12, "small": 100, "large": 1000, "huge": 10000}
 
 
-def _flag(value: Any) -> bool:
-    """An option given on the command line arrives as a string."""
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
 def _indices(spec: str) -> set[int]:
     return {int(x) for x in spec.replace(" ", "").split(",") if x}
 
@@ -82,9 +77,6 @@ class SelfTest(Task):
             "iterations": 1000,    # work per instance (loop iterations)
             "sleep_s": 0.0,        # extra wall time per instance in `work`
             "check_sleep_s": 0.0,  # extra wall time per instance in `check`
-            # record each instance's `work` time (`work_time_s`, the stage's time column):
-            # off by default, so runs of one plan keep identical records
-            "record_time": False,
             "fail": "",            # instance numbers whose work is recorded as status=error
             "crash": "",           # instance numbers whose work raises (the shard fails)
             "hang": "",            # instance numbers whose work never returns
@@ -148,8 +140,7 @@ def _work(instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResu
             wall = float(o.get("verifier_wall_s", 2.0))
             rec["verifier"] = _verifier(ctx, n, HUNG_VERIFIER if n in hung else FORKING_VERIFIER,
                                         wall)
-        if _flag(o.get("record_time")):
-            rec["work_time_s"] = round(time.monotonic() - t0, 4)  # nightly's time rule reads it
+        rec["work_time_s"] = round(time.monotonic() - t0, 4)  # the time rules of `launch regress`
         yield InstanceResult(inst.id, [rec])
 
 
