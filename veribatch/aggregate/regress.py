@@ -35,6 +35,7 @@ difference of configuration is listed (see `aggregate.provenance`).
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -252,6 +253,12 @@ class _Side:
     provenance: dict[str, str]
     shard_of: dict[str, int]
     retried: dict[str, dict[int, int]] = field(default_factory=dict)  # stage -> shard -> attempt
+    first_attempt: dict[str, set[str]] = field(default_factory=dict)  # stage -> instance ids
+
+    def is_retried(self, stage: str, iid: str) -> bool:
+        """Was this instance's record made after its shard's first attempt ended?"""
+        return (self.shard_of.get(iid) in self.retried.get(stage, {})
+                and iid not in self.first_attempt.get(stage, set()))
 
     def stage_entry(self, name: str) -> Mapping[str, Any] | None:
         """The task stage's manifest entry as written (its declared columns), or None."""
@@ -279,27 +286,55 @@ def _load(run_dir: Path) -> _Side:
         for i in ids[k * n // shards:(k + 1) * n // shards]:
             shard_of[i] = k
     prov = provenance(run_dir, manifest, {s: r.frame for s, r in records.items()})
-    return _Side(run_dir, manifest, records, tables, prov, shard_of,
-                 retried_shards(run_dir, manifest))
+    retried, first = retried_shards(run_dir, manifest)
+    return _Side(run_dir, manifest, records, tables, prov, shard_of, retried, first)
 
 
-def retried_shards(run_dir: Path, manifest: Manifest) -> dict[str, dict[int, int]]:
+def retried_shards(run_dir: Path, manifest: Manifest
+                   ) -> tuple[dict[str, dict[int, int]], dict[str, set[str]]]:
     """Per stage, the shards whose records came from more than one attempt (stats.json
-    `attempt` > 1 or instances resumed from the ledger): an element that was requeued, lost
-    with its node or resumed ran partly on another node, at another time, often beside the
-    others' work — its times are not a clean measurement of the instance."""
+    `attempt` > 1 or instances resumed from the ledger) — an element that was requeued,
+    lost with its node or resumed ran partly on another node, at another time, often beside
+    the others' work: its times are not a clean measurement — and, per stage, the instances
+    of such shards recorded by their first attempt (a second attempt that resumed
+    `resumed_from_ledger` instances: the ledger's first ones), which ran as usual."""
     rd = RunDir(run_dir)
     out: dict[str, dict[int, int]] = {}
+    first: dict[str, set[str]] = {}
     for st in manifest.task_stages:
         for k in range(manifest.shards):
             try:
                 stats = read_json(rd.stats(st.name, k))
             except (OSError, ValueError):
                 continue
-            attempt = int(stats.get("attempt") or 1) if isinstance(stats, dict) else 1
-            if attempt > 1 or (isinstance(stats, dict) and stats.get("resumed_from_ledger")):
+            if not isinstance(stats, dict):
+                continue
+            attempt = int(stats.get("attempt") or 1)
+            resumed = int(stats.get("resumed_from_ledger") or 0)
+            if attempt > 1 or resumed:
                 out.setdefault(st.name, {})[k] = max(attempt, 2)
-    return out
+                if attempt == 2 and resumed:
+                    first.setdefault(st.name, set()).update(
+                        _ledger_ids(rd.ledger(st.name, k))[:resumed])
+    return out, first
+
+
+def _ledger_ids(path: Path) -> list[str]:
+    """Instance ids in a shard ledger's order (header, torn or unparsable lines skipped)."""
+    ids: list[str] = []
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ids
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        iid = row.get("instance_id") if isinstance(row, dict) else None
+        if isinstance(iid, str) and iid not in ids:
+            ids.append(iid)
+    return ids
 
 
 # ---------------------------------------------------------------- records
@@ -407,11 +442,10 @@ def _clean_times(side: _Side, name: str, keys: tuple[str, ...], where: Mapping[s
     if not tcol or name not in side.records:
         return {}
     recs, _ = _keyed(side.records[name].frame, keys, where)
-    retried = side.retried.get(name, {})
     out = {}
     for k, rec in recs.items():
         t = _number(rec.get(tcol))
-        if t is not None and side.shard_of.get(k[0]) not in retried:
+        if t is not None and not side.is_retried(name, k[0]):
             out[k] = t
     return out
 
@@ -434,7 +468,6 @@ def compare_stage(name: str, base: _Side, cur: _Side, th: Thresholds,
     for side in (base, *history):
         for k, t in _clean_times(side, name, keys, where, tcol).items():
             spreads.setdefault(k, []).append(t)
-    bretried, cretried = base.retried.get(name, {}), cur.retried.get(name, {})
     summary.duplicates = bd + cd
     bmiss, cmiss = set(base.records[name].missing_shards), set(cur.records[name].missing_shards)
     changes: list[RecordChange] = []
@@ -467,9 +500,8 @@ def compare_stage(name: str, base: _Side, cur: _Side, th: Thresholds,
             counts[kind] += 1
             continue
         summary.compared += 1
-        sides = [label for label, side, retried in (("BASE", base, bretried),
-                                                    ("CURRENT", cur, cretried))
-                 if side.shard_of.get(iid) in retried]
+        sides = [label for label, side in (("BASE", base), ("CURRENT", cur))
+                 if side.is_retried(name, iid)]
         kind, info = _classify(b, c, decl, th,
                                retried="both" if len(sides) == 2 else "".join(sides),
                                spread=spreads.get(k) if history else None)
@@ -656,8 +688,8 @@ def regress(base_dir: Path, current_dir: Path, th: Thresholds | None = None,
     for side, label in ((base, "BASE"), (cur, "CURRENT")):
         for stage, shards in sorted(side.retried.items()):
             report.notes.append(f"{label} {stage}: shard(s) {sorted(shards)} ran more than once "
-                                "(requeued, lost or resumed); their times are marked, not "
-                                "compared as clean")
+                                "(requeued, lost or resumed); the times recorded after a "
+                                "first attempt are marked, not compared as clean")
     report.notes = sorted(dict.fromkeys(report.notes))
     cell_order = {"regression": 0, "improvement": 1, "noise": 2, "changed": 3}
     report.cells.sort(key=lambda c: cell_order.get(c.kind, 9))
