@@ -222,6 +222,13 @@ def test_time_rule_nights_with_node_kills_no_alarm_a_2x_slower_verifier_caught_f
     r = launch("regress", str(hist / "nights" / "2026-04-04" / "self"),
                str(hist / "nights" / "2026-04-05" / "self"), "--format", "json")
     assert r.returncode == 0 and not json.loads(r.stdout)["records"], r.stdout + r.stderr
+    # ... and `launch regress` with the earlier nights as --history judges as the nightly did
+    nights = [str(hist / "nights" / n / "self") for n in ("2026-04-01", "2026-04-02", "2026-04-03")]
+    r = launch("regress", str(hist / "nights" / "2026-04-04" / "self"),
+               str(hist / "nights" / "2026-04-05" / "self"), "--format", "json",
+               *[a for n in nights for a in ("--history", n)])
+    assert r.returncode == 1 and {c["instance_id"] for c in json.loads(r.stdout)["records"]
+                                  if c["kind"] == "slower"} == slower, r.stdout + r.stderr
 
 
 def test_an_unreadable_costs_file_costs_the_measurement_not_the_night(tmp_path: Path) -> None:
