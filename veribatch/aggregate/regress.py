@@ -315,26 +315,29 @@ def retried_shards(run_dir: Path, manifest: Manifest
                 out.setdefault(st.name, {})[k] = max(attempt, 2)
                 if attempt == 2 and resumed:
                     first.setdefault(st.name, set()).update(
-                        _ledger_ids(rd.ledger(st.name, k))[:resumed])
+                        _ledger_ids(rd.ledger(st.name, k), resumed))
     return out, first
 
 
-def _ledger_ids(path: Path) -> list[str]:
-    """Instance ids in a shard ledger's order (header, torn or unparsable lines skipped)."""
-    ids: list[str] = []
+def _ledger_ids(path: Path, limit: int) -> list[str]:
+    """The first `limit` instance ids in a shard ledger's order (header, torn or unparsable
+    lines skipped)."""
+    ids: dict[str, None] = {}
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if len(ids) >= limit:
+                    break
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                iid = row.get("instance_id") if isinstance(row, dict) else None
+                if isinstance(iid, str):
+                    ids.setdefault(iid)
     except OSError:
-        return ids
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        iid = row.get("instance_id") if isinstance(row, dict) else None
-        if isinstance(iid, str) and iid not in ids:
-            ids.append(iid)
-    return ids
+        pass
+    return list(ids)
 
 
 # ---------------------------------------------------------------- records
