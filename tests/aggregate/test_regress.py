@@ -159,9 +159,13 @@ def test_time_rule_a_retried_shard_or_a_time_within_spread_is_noise() -> None:
     assert _classify(b, {**b, "t": 4.0}, DECL, Thresholds())[0] == "slower"
     assert _classify(b, {**b, "t": 4.0}, DECL, Thresholds(), spread=[2.0, 3.1, 2.2])[0] == "noisy"
     assert _classify(b, {**b, "t": 7.0}, DECL, Thresholds(), spread=[2.0, 3.1, 2.2])[0] == "slower"
-    small = {"v": "TRUE", "t": 0.3, "lim": 60}
-    assert _classify(small, {**small, "t": 0.6}, DECL, Thresholds())[0] == "same"
-    assert _classify(small, {**small, "t": 0.6}, DECL, Thresholds(),
-                     spread=[0.3, 0.31, 0.29])[0] == "slower"
+    small = {"v": "TRUE", "t": 0.6, "lim": 60}
+    assert _classify(small, {**small, "t": 1.2}, DECL, Thresholds())[0] == "same"
+    assert _classify(small, {**small, "t": 1.2}, DECL, Thresholds(),
+                     spread=[0.6, 0.61, 0.59])[0] == "slower"
+    # sub-second jitter (0.15 s -> 0.31 s) stays under min_spread_s however tight the spread
+    tiny = {"v": "TRUE", "t": 0.15, "lim": 60}
+    assert _classify(tiny, {**tiny, "t": 0.31}, DECL, Thresholds(),
+                     spread=[0.15, 0.15, 0.16])[0] == "same"
     # too few clean timings for a spread: the fixed rule
-    assert _classify(small, {**small, "t": 0.6}, DECL, Thresholds(), spread=[0.3, 0.31])[0] == "same"
+    assert _classify(small, {**small, "t": 1.2}, DECL, Thresholds(), spread=[0.6, 0.61])[0] == "same"

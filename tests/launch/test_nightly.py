@@ -178,11 +178,11 @@ def test_time_rule_nights_with_node_kills_no_alarm_a_2x_slower_verifier_caught_f
     """The noise-aware time rule on real records: three nights that each lose a shard's
     process mid-shard (resumed from the ledger, no code change) raise no time alarm, the
     retried shard is marked in every comparison; then the work made 2x slower on purpose
-    (0.5 s -> 1 s per instance, under the fixed rule's 1 s minimum: `launch regress` with
+    (0.6 s -> 1.2 s per instance, under the fixed rule's 1 s minimum: `launch regress` with
     one reference misses it) is caught the first night, on the instances whose spread over
     the nights is known."""
     hist = tmp_path / "hist"
-    run = {"name": "self", "task": "selftest", "shards": 2, "options": {"sleep_s": 0.5}}
+    run = {"name": "self", "task": "selftest", "shards": 2, "options": {"sleep_s": 0.6}}
     suite = _suite(tmp_path / "s" / "timing.yaml", hist, [run])
     r = launch("nightly", str(suite), "--night", "2026-04-01")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -195,7 +195,7 @@ def test_time_rule_nights_with_node_kills_no_alarm_a_2x_slower_verifier_caught_f
         assert "slower" not in kinds
     # the same work made 2x slower on purpose: the first night with it raises the alarm
     slow = _suite(tmp_path / "slow" / "timing.yaml", hist,
-                  [{**run, "options": {"sleep_s": 1.0}}])
+                  [{**run, "options": {"sleep_s": 1.2}}])
     r = launch("nightly", str(slow), "--night", "2026-04-05")
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((hist / "nights" / "2026-04-05" / "regress" / "self.json").read_text())
@@ -218,7 +218,7 @@ def test_time_rule_nights_with_node_kills_no_alarm_a_2x_slower_verifier_caught_f
     # every complete night's measured costs are kept for sizing the next (launch.measured)
     costs = json.loads((hist / "costs.json").read_text())["measurements"]
     assert len([m for m in costs if m["stage"] == "work"]) == 5
-    # the fixed rule alone (one reference night, no spread) does not see it: 0.5 s < min_time_s
+    # the fixed rule alone (one reference night, no spread) does not see it: 0.6 s < min_time_s
     r = launch("regress", str(hist / "nights" / "2026-04-04" / "self"),
                str(hist / "nights" / "2026-04-05" / "self"), "--format", "json")
     assert r.returncode == 0 and not json.loads(r.stdout)["records"], r.stdout + r.stderr
