@@ -144,3 +144,28 @@ def test_regress_command_on_real_runs(tmp_path: Path) -> None:
     assert refused.returncode == 2 and "different dataset content" in refused.stderr
     bad = launch("regress", "base", "nowhere", "--runs-dir", str(runs))
     assert bad.returncode == 2 and "no run 'nowhere'" in bad.stderr
+
+
+def test_time_rule_a_retried_shard_or_a_time_within_spread_is_noise() -> None:
+    """The 4-node cluster's false alarm: 0.14 s -> 1.45 s for an instance whose element was
+    requeued.  Marked as retried it is noise; the same change on a clean shard still alarms."""
+    b, c = {"v": "TRUE", "t": 0.14, "lim": 60}, {"v": "TRUE", "t": 1.45, "lim": 60}
+    assert _classify(b, c, DECL, Thresholds())[0] == "slower"
+    kind, info = _classify(b, c, DECL, Thresholds(), retried="CURRENT")
+    assert kind == "noisy" and info["retried"] == "CURRENT" and "more than once" in info["note"]
+    # with a spread: an instance that took 2.0-3.1 s on unchanged nights is noise
+    # (the fixed rule: slower) at 4 s, beyond it at 7 s; 2x its median is caught below min_time_s too
+    b = {"v": "TRUE", "t": 2.0, "lim": 60}
+    assert _classify(b, {**b, "t": 4.0}, DECL, Thresholds())[0] == "slower"
+    assert _classify(b, {**b, "t": 4.0}, DECL, Thresholds(), spread=[2.0, 3.1, 2.2])[0] == "noisy"
+    assert _classify(b, {**b, "t": 7.0}, DECL, Thresholds(), spread=[2.0, 3.1, 2.2])[0] == "slower"
+    small = {"v": "TRUE", "t": 0.6, "lim": 60}
+    assert _classify(small, {**small, "t": 1.2}, DECL, Thresholds())[0] == "same"
+    assert _classify(small, {**small, "t": 1.2}, DECL, Thresholds(),
+                     spread=[0.6, 0.61, 0.59])[0] == "slower"
+    # sub-second jitter (0.15 s -> 0.31 s) stays under min_spread_s however tight the spread
+    tiny = {"v": "TRUE", "t": 0.15, "lim": 60}
+    assert _classify(tiny, {**tiny, "t": 0.31}, DECL, Thresholds(),
+                     spread=[0.15, 0.15, 0.16])[0] == "same"
+    # too few clean timings for a spread: the fixed rule
+    assert _classify(small, {**small, "t": 1.2}, DECL, Thresholds(), spread=[0.6, 0.61])[0] == "same"

@@ -147,3 +147,18 @@ def test_dry_run_says_what_will_be_requested(tmp_path: Path) -> None:
                             "--runs-dir", str(tmp_path)], capture_output=True, text=True, env=env,
                            timeout=120)
     assert f"local executor: {available_cpus()[0]} CPU(s)" in local.stdout, local.stdout
+
+
+def test_what_loads_weights_is_the_engine_classes_fact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sizing asks the engine class (`Engine.loads_weights`), not a list of names: a
+    plug-in engine that serves from elsewhere declares it once."""
+    from veribatch.inference.openai_http import OpenAIEngine
+    from veribatch.inference.vllm_engine import VLLMEngine
+    from veribatch.launch.sizing import load_basis
+
+    assert load_basis("openai:Qwen2.5-72B")[2] == "openai: nothing to load"
+    assert load_basis("vllm:Qwen2.5-72B")[0] == 72e9 * 2
+    monkeypatch.setattr(OpenAIEngine, "loads_weights", True)
+    monkeypatch.setattr(VLLMEngine, "loads_weights", False)
+    assert load_basis("openai:Qwen2.5-72B")[0] == 72e9 * 2
+    assert load_basis("vllm:Qwen2.5-72B")[2] == "vllm: nothing to load"

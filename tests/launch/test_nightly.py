@@ -143,3 +143,102 @@ def test_shipped_suite_two_night_sequences_on_slurm(slurm_cluster: dict[str, str
     h = pd.read_parquet(hist / "history.parquet")
     assert sorted(set(h["night"])) == ["2026-03-01", "2026-03-02", "2026-03-03"]
     assert (hist / "nights" / "2026-03-03" / "report.html").is_file()
+
+
+def _night_with_a_node_kill(suite: Path, night: str, shard: int = 1) -> None:
+    """A night whose `work` shard loses its process mid-shard (SIGKILL, as a lost node does)
+    and is resumed by the next call that night: the shard's records come from two attempts."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    hist = Path(yaml.safe_load(suite.read_text())["history"])
+    sdir = hist / "nights" / night / "self" / "shards" / "work" / str(shard)
+    p = subprocess.Popen([sys.executable, "-m", "veribatch", "nightly", str(suite), "--night", night],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        ledger, attempt = sdir / "ledger.jsonl", sdir / "attempt.json"
+        if ledger.exists() and len(ledger.read_text().splitlines()) >= 3 and attempt.exists():
+            os.kill(json.loads(attempt.read_text())["pid"], signal.SIGKILL)  # our own worker
+            break
+        time.sleep(0.05)
+    out, _ = p.communicate(timeout=300)
+    assert p.returncode == 5 and "stopped without finishing" in out, out
+    r = launch("nightly", str(suite), "--night", night)  # the morning call resumes it
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads((sdir / "stats.json").read_text())["attempt"] == 2
+
+
+@pytest.mark.slow  # nine `launch nightly` processes, ~2 min
+def test_time_rule_nights_with_node_kills_no_alarm_a_2x_slower_verifier_caught_first_night(
+        tmp_path: Path) -> None:
+    """The noise-aware time rule on real records: three nights that each lose a shard's
+    process mid-shard (resumed from the ledger, no code change) raise no time alarm, the
+    retried shard is marked in every comparison; then the work made 2x slower on purpose
+    (0.6 s -> 1.2 s per instance, under the fixed rule's 1 s minimum: `launch regress` with
+    one reference misses it) is caught the first night, on the instances whose spread over
+    the nights is known."""
+    hist = tmp_path / "hist"
+    run = {"name": "self", "task": "selftest", "shards": 2, "options": {"sleep_s": 0.6}}
+    suite = _suite(tmp_path / "s" / "timing.yaml", hist, [run])
+    r = launch("nightly", str(suite), "--night", "2026-04-01")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for night in ("2026-04-02", "2026-04-03", "2026-04-04"):
+        _night_with_a_node_kill(suite, night)
+        report = json.loads((hist / "nights" / night / "regress" / "self.json").read_text())
+        assert report["exit_code"] == 0, [c for c in report["records"] if c["kind"] == "slower"]
+        assert any("CURRENT work: shard(s) [1] ran more than once" in n for n in report["notes"])
+        kinds = {c["kind"] for c in report["records"]}
+        assert "slower" not in kinds
+    # the same work made 2x slower on purpose: the first night with it raises the alarm
+    slow = _suite(tmp_path / "slow" / "timing.yaml", hist,
+                  [{**run, "options": {"sleep_s": 1.2}}])
+    r = launch("nightly", str(slow), "--night", "2026-04-05")
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = json.loads((hist / "nights" / "2026-04-05" / "regress" / "self.json").read_text())
+    slower = {c["instance_id"] for c in report["records"] if c["kind"] == "slower"}
+    # shard 0 ran clean on all four earlier nights: its six instances have a spread.  Of
+    # shard 1 (killed on nights 2-4), an instance counts as clean on a night when the
+    # first attempt recorded it (the ledger's first `resumed_from_ledger`); it is judged
+    # when clean on night 4 (BASE) and on 3+ nights in all, else the fixed rule misses it
+    clean = {"2026-04-01": {f"selftest/smoke/{i:05d}" for i in range(6, 12)}}
+    for night in ("2026-04-02", "2026-04-03", "2026-04-04"):
+        sdir = hist / "nights" / night / "self" / "shards" / "work" / "1"
+        resumed = json.loads((sdir / "stats.json").read_text())["resumed_from_ledger"]
+        lines = [json.loads(x) for x in (sdir / "ledger.jsonl").read_text().splitlines()[1:]]
+        clean[night] = {x["instance_id"] for x in lines[:resumed]}
+    judged = {i for i in clean["2026-04-01"] if i in clean["2026-04-04"]
+              and sum(i in c for c in clean.values()) >= 3}
+    assert slower == {f"selftest/smoke/{i:05d}" for i in range(6)} | judged, report["records"]
+    assert judged, clean  # the first attempt's instances of a killed shard keep their spread
+    assert all(len(c["spread_s"]) >= 3 for c in report["records"] if c["kind"] == "slower")
+    # every complete night's measured costs are kept for sizing the next (launch.measured)
+    costs = json.loads((hist / "costs.json").read_text())["measurements"]
+    assert len([m for m in costs if m["stage"] == "work"]) == 5
+    # the fixed rule alone (one reference night, no spread) does not see it: 0.6 s < min_time_s
+    r = launch("regress", str(hist / "nights" / "2026-04-04" / "self"),
+               str(hist / "nights" / "2026-04-05" / "self"), "--format", "json")
+    assert r.returncode == 0 and not json.loads(r.stdout)["records"], r.stdout + r.stderr
+    # ... and `launch regress` with the earlier nights as --history judges as the nightly did
+    nights = [str(hist / "nights" / n / "self") for n in ("2026-04-01", "2026-04-02", "2026-04-03")]
+    r = launch("regress", str(hist / "nights" / "2026-04-04" / "self"),
+               str(hist / "nights" / "2026-04-05" / "self"), "--format", "json",
+               *[a for n in nights for a in ("--history", n)])
+    assert r.returncode == 1 and {c["instance_id"] for c in json.loads(r.stdout)["records"]
+                                  if c["kind"] == "slower"} == slower, r.stdout + r.stderr
+
+
+def test_an_unreadable_costs_file_costs_the_measurement_not_the_night(tmp_path: Path) -> None:
+    hist = tmp_path / "hist"
+    suite = _suite(tmp_path / "s" / "costs.yaml", hist,
+                   [{"name": "self", "task": "selftest", "options": {"iterations": 50}}])
+    hist.mkdir(parents=True)
+    (hist / "costs.json").write_text("{not json")
+    r = launch("nightly", str(suite), "--night", "2026-05-01")
+    assert r.returncode == 0, r.stdout + r.stderr
+    entry = _night(hist, "2026-05-01")["entries"]["self"]
+    assert entry["status"] == "complete" and "costs not recorded" in entry["message"]
+    assert "unreadable measured-costs file" in entry["message"] and "costs.json" in entry["message"]

@@ -35,9 +35,11 @@ def run_id_of(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def stage_records(run_dir: Path, stage: str) -> pd.DataFrame:
-    """All records of a stage, from the shards' parquet files, in a canonical order."""
+    """All records of a stage, from the shards' parquet files, in a canonical order —
+    without selftest's `work_time_s` (a measured time: two runs of one plan differ in it
+    and in nothing else)."""
     frames = [pd.read_parquet(p) for p in sorted((run_dir / "shards" / stage).glob("*/records.parquet"))]
-    df = pd.concat(frames, ignore_index=True)
+    df = pd.concat(frames, ignore_index=True).drop(columns=["work_time_s"], errors="ignore")
     return df.sort_values("instance_id").reset_index(drop=True)
 
 

@@ -17,6 +17,7 @@ Two levels, both driven by what the task declared, never by its name:
   | slower | time × `time_factor` or more (and `min_time_s` more), same verdict | regression |
   | gained / fixed_error / faster | the reverse of lost / new_error / slower | improvement |
   | flapping | lost or slower, but BASE and CURRENT were both near their time limits | neither |
+  | noisy | slower, but within the instance's own spread over earlier nights, or either side's shard was retried (a requeued or resumed element) | neither |
   | changed / new_record | another change of verdict, or a record only CURRENT has | neither |
 
 - **Per table cell** (each table's `index` and `metrics`, read from the sidecars
@@ -34,6 +35,7 @@ difference of configuration is listed (see `aggregate.provenance`).
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -44,7 +46,7 @@ from typing import Any
 import pandas as pd
 
 from veribatch.rundir.manifest import Manifest
-from veribatch.rundir.paths import RunDir
+from veribatch.rundir.paths import RunDir, read_json
 
 from . import stats
 from .provenance import differences, provenance
@@ -54,7 +56,7 @@ from .table import Metric, Table
 
 REGRESSION_KINDS = ("flip", "lost", "new_error", "missing", "slower")
 IMPROVEMENT_KINDS = ("gained", "fixed_error", "faster")
-NEUTRAL_KINDS = ("flapping", "changed", "new_record")
+NEUTRAL_KINDS = ("flapping", "noisy", "changed", "new_record")
 KINDS = REGRESSION_KINDS + IMPROVEMENT_KINDS + NEUTRAL_KINDS
 
 # Verdict vocabulary shared by the tools (BenchExec's) and the tasks' own statuses: what is
@@ -78,6 +80,13 @@ class Thresholds:
     alpha: float = 0.05             # significance level for sampled metrics
     metric_tolerance: float | None = None  # count non-sampled metric drops beyond this relative change
     resamples: int = 2000           # bootstrap resamples
+    # With the instance's clean times of earlier nights (`regress(history=...)`), the time
+    # rule is its own spread instead of time_factor/min_time_s: see `_beyond_spread`.
+    spread_factor: float = 1.5      # slower only at this many times its median over the nights...
+    min_spread_s: float = 0.5       # ...this many seconds above it, and beyond its observed range
+    # (0.5 s: two unchanged SLURM runs of the shipped sample on the loaded 2-core machine
+    # timed one 0.15 s program at 0.31 s; a tight spread of three quiet nights would call it)
+    spread_min_nights: int = 3      # clean timings (BASE and earlier nights) needed for a spread
 
     def __post_init__(self) -> None:
         if self.time_factor <= 1.0:
@@ -86,6 +95,10 @@ class Thresholds:
             raise ValueError(f"near_limit must be in (0, 1], got {self.near_limit}")
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if self.spread_factor <= 1.0:
+            raise ValueError(f"spread_factor must be > 1, got {self.spread_factor}")
+        if self.spread_min_nights < 2:
+            raise ValueError(f"spread_min_nights must be >= 2, got {self.spread_min_nights}")
         if self.min_time_s < 0:
             raise ValueError(f"min_time_s must be >= 0, got {self.min_time_s}")
         if self.metric_tolerance is not None and self.metric_tolerance < 0:
@@ -105,6 +118,8 @@ class RecordChange:
     base_limit_s: float | None = None
     current_limit_s: float | None = None
     note: str = ""
+    retried: str = ""             # "BASE"/"CURRENT"/"both": whose shard ran more than once
+    spread_s: list[float] | None = None  # the clean times the spread rule judged against
 
 
 @dataclass
@@ -239,6 +254,13 @@ class _Side:
     tables: list[Table]
     provenance: dict[str, str]
     shard_of: dict[str, int]
+    retried: dict[str, dict[int, int]] = field(default_factory=dict)  # stage -> shard -> attempt
+    first_attempt: dict[str, set[str]] = field(default_factory=dict)  # stage -> instance ids
+
+    def is_retried(self, stage: str, iid: str) -> bool:
+        """Was this instance's record made after its shard's first attempt ended?"""
+        return (self.shard_of.get(iid) in self.retried.get(stage, {})
+                and iid not in self.first_attempt.get(stage, set()))
 
     def stage_entry(self, name: str) -> Mapping[str, Any] | None:
         """The task stage's manifest entry as written (its declared columns), or None."""
@@ -266,7 +288,58 @@ def _load(run_dir: Path) -> _Side:
         for i in ids[k * n // shards:(k + 1) * n // shards]:
             shard_of[i] = k
     prov = provenance(run_dir, manifest, {s: r.frame for s, r in records.items()})
-    return _Side(run_dir, manifest, records, tables, prov, shard_of)
+    retried, first = retried_shards(run_dir, manifest)
+    return _Side(run_dir, manifest, records, tables, prov, shard_of, retried, first)
+
+
+def retried_shards(run_dir: Path, manifest: Manifest
+                   ) -> tuple[dict[str, dict[int, int]], dict[str, set[str]]]:
+    """Per stage, the shards whose records came from more than one attempt (stats.json
+    `attempt` > 1 or instances resumed from the ledger) — an element that was requeued,
+    lost with its node or resumed ran partly on another node, at another time, often beside
+    the others' work: its times are not a clean measurement — and, per stage, the instances
+    of such shards recorded by their first attempt (a second attempt that resumed
+    `resumed_from_ledger` instances: the ledger's first ones), which ran as usual."""
+    rd = RunDir(run_dir)
+    out: dict[str, dict[int, int]] = {}
+    first: dict[str, set[str]] = {}
+    for st in manifest.task_stages:
+        for k in range(manifest.shards):
+            try:
+                stats = read_json(rd.stats(st.name, k))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(stats, dict):
+                continue
+            attempt = int(stats.get("attempt") or 1)
+            resumed = int(stats.get("resumed_from_ledger") or 0)
+            if attempt > 1 or resumed:
+                out.setdefault(st.name, {})[k] = max(attempt, 2)
+                if attempt == 2 and resumed:
+                    first.setdefault(st.name, set()).update(
+                        _ledger_ids(rd.ledger(st.name, k), resumed))
+    return out, first
+
+
+def _ledger_ids(path: Path, limit: int) -> list[str]:
+    """The first `limit` instance ids in a shard ledger's order (header, torn or unparsable
+    lines skipped)."""
+    ids: dict[str, None] = {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if len(ids) >= limit:
+                    break
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                iid = row.get("instance_id") if isinstance(row, dict) else None
+                if isinstance(iid, str):
+                    ids.setdefault(iid)
+    except OSError:
+        pass
+    return list(ids)
 
 
 # ---------------------------------------------------------------- records
@@ -292,8 +365,24 @@ def _keyed(frame: pd.DataFrame, key_cols: Sequence[str], where: Mapping[str, Any
     return out, dups
 
 
+def _beyond_spread(tc: float, times: Sequence[float], th: Thresholds) -> bool:
+    """The noise-aware time rule: `tc` is slower than the instance's clean times `times`
+    (BASE and earlier nights) only when it is at least `spread_factor` x their median,
+    `min_spread_s` above it, and above their highest by more than their range — a time
+    inside what the instance has done on unchanged nights is not a change."""
+    ts = sorted(times)
+    med = ts[len(ts) // 2] if len(ts) % 2 else (ts[len(ts) // 2 - 1] + ts[len(ts) // 2]) / 2
+    return (tc >= th.spread_factor * med and tc - med >= th.min_spread_s
+            and tc > ts[-1] + (ts[-1] - ts[0]))
+
+
 def _classify(b: dict[str, Any], c: dict[str, Any], decl: Mapping[str, Any],
-              th: Thresholds) -> tuple[str, dict[str, Any]]:
+              th: Thresholds, *, retried: str = "",
+              spread: Sequence[float] | None = None) -> tuple[str, dict[str, Any]]:
+    """One record pair's kind.  `retried`: which side's shard ran more than once (its time
+    is not compared as if clean); `spread`: the instance's clean times of BASE and earlier
+    nights, when there are `spread_min_nights` of them (the time rule is then
+    `_beyond_spread`, not time_factor/min_time_s)."""
     vcol, tcol, lcol = decl.get("verdict_column"), decl.get("time_column"), decl.get("time_limit_column")
     info: dict[str, Any] = {
         "base_verdict": _scalar(b.get(vcol)) if vcol else None,
@@ -323,19 +412,53 @@ def _classify(b: dict[str, Any], c: dict[str, Any], decl: Mapping[str, Any],
             return "fixed_error", info
         return "changed", info
     tb, tc = info["base_time_s"], info["current_time_s"]
+    if retried:
+        info["retried"] = retried
     if tb is not None and tc is not None:
-        if tc >= th.time_factor * tb and tc - tb >= th.min_time_s:
+        use_spread = spread is not None and len(spread) >= th.spread_min_nights
+        if use_spread:
+            info["spread_s"] = [round(t, 4) for t in sorted(spread)]
+            slower = _beyond_spread(tc, spread, th)
+            within = tc >= th.time_factor * tb and tc - tb >= th.min_time_s and not slower
+        else:
+            slower = tc >= th.time_factor * tb and tc - tb >= th.min_time_s
+            within = False
+        if slower:
             if near_b and near_c:
                 info["note"] = "both near their time limits"
                 return "flapping", info
+            if retried:
+                info["note"] = (f"{retried}: the shard ran more than once (requeued, lost with "
+                                "its node or resumed); its times are not compared as clean")
+                return "noisy", info
             return "slower", info
+        if within:
+            info["note"] = (f"within the instance's own spread over {len(spread or ())} clean "
+                            "timings (BASE and earlier nights)")
+            return "noisy", info
         if tb >= th.time_factor * tc and tb - tc >= th.min_time_s:
             return "faster", info
     return "same", info
 
 
-def compare_stage(name: str, base: _Side, cur: _Side, th: Thresholds
-                  ) -> tuple[StageSummary, list[RecordChange]]:
+def _clean_times(side: _Side, name: str, keys: tuple[str, ...], where: Mapping[str, Any],
+                 tcol: str | None) -> dict[tuple[Any, ...], float]:
+    """A run's times of stage `name` by record key, from shards that ran once only."""
+    if not tcol or name not in side.records:
+        return {}
+    recs, _ = _keyed(side.records[name].frame, keys, where)
+    out = {}
+    for k, rec in recs.items():
+        t = _number(rec.get(tcol))
+        if t is not None and not side.is_retried(name, k[0]):
+            out[k] = t
+    return out
+
+
+def compare_stage(name: str, base: _Side, cur: _Side, th: Thresholds,
+                  history: Sequence[_Side] = ()) -> tuple[StageSummary, list[RecordChange]]:
+    """Records of stage `name` compared pair by pair; `history`: earlier runs of the same
+    entry (nightly: the nights before BASE) whose clean times give each instance's spread."""
     decl = cur.stage_entry(name) or {}
     bdecl = base.stage_entry(name) or {}
     keys = tuple(decl.get("record_key") or ())
@@ -345,6 +468,11 @@ def compare_stage(name: str, base: _Side, cur: _Side, th: Thresholds
                                                            "record_filter")})
     brecs, bd = _keyed(base.records[name].frame, keys, where)
     crecs, cd = _keyed(cur.records[name].frame, keys, where)
+    tcol = decl.get("time_column")
+    spreads: dict[tuple[Any, ...], list[float]] = {}
+    for side in (base, *history):
+        for k, t in _clean_times(side, name, keys, where, tcol).items():
+            spreads.setdefault(k, []).append(t)
     summary.duplicates = bd + cd
     bmiss, cmiss = set(base.records[name].missing_shards), set(cur.records[name].missing_shards)
     changes: list[RecordChange] = []
@@ -377,7 +505,11 @@ def compare_stage(name: str, base: _Side, cur: _Side, th: Thresholds
             counts[kind] += 1
             continue
         summary.compared += 1
-        kind, info = _classify(b, c, decl, th)
+        sides = [label for label, side in (("BASE", base), ("CURRENT", cur))
+                 if side.is_retried(name, iid)]
+        kind, info = _classify(b, c, decl, th,
+                               retried="both" if len(sides) == 2 else "".join(sides),
+                               spread=spreads.get(k) if history else None)
         if kind == "same":
             summary.same += 1
             continue
@@ -495,9 +627,27 @@ def refusal(base: Manifest, current: Manifest) -> str:
     return ""
 
 
-def regress(base_dir: Path, current_dir: Path, th: Thresholds | None = None) -> RegressReport:
+def regress(base_dir: Path, current_dir: Path, th: Thresholds | None = None,
+            history: Sequence[Path] = ()) -> RegressReport:
+    """Compare CURRENT with BASE.  `history`: earlier runs of the same series (not BASE);
+    with them an instance's time is judged against its own spread (`_beyond_spread`)
+    rather than one earlier timing.  Runs among them that are not comparable (another
+    task or dataset) or unreadable are left out, with a note."""
     th = th or Thresholds()
     base, cur = _load(Path(base_dir)), _load(Path(current_dir))
+    past: list[_Side] = []
+    skipped: list[str] = []
+    for h in history:
+        try:
+            side = _load(Path(h))
+        except RegressError as e:
+            skipped.append(f"{h}: {e}")
+            continue
+        why = refusal(side.manifest, cur.manifest)
+        if why:
+            skipped.append(f"{h}: {why}")
+        else:
+            past.append(side)
     report = RegressReport(base=base.provenance, current=cur.provenance, thresholds=asdict(th))
     report.config_diff = differences(base.provenance, cur.provenance)
     report.refused = refusal(base.manifest, cur.manifest)
@@ -517,7 +667,7 @@ def regress(base_dir: Path, current_dir: Path, th: Thresholds | None = None) -> 
         if "verdict_column" not in entry:
             report.notes.append(f"stage {name}: the manifest declares no verdict/time columns "
                                 "(planned before launch recorded them); only presence is compared")
-        summary, changes = compare_stage(name, base, cur, th)
+        summary, changes = compare_stage(name, base, cur, th, past)
         report.stages.append(summary)
         report.records += changes
     order = {k: i for i, k in enumerate(KINDS)}
@@ -536,6 +686,15 @@ def regress(base_dir: Path, current_dir: Path, th: Thresholds | None = None) -> 
             cells, notes = compare_table(btables[key], ctables[key], th)
             report.cells += cells
             report.notes += notes
+    if history:
+        report.notes.append(f"time rule: each instance's spread over BASE and {len(past)} earlier "
+                            f"run(s) where it has {th.spread_min_nights}+ clean timings")
+    report.notes += [f"history run left out: {s}" for s in skipped]
+    for side, label in ((base, "BASE"), (cur, "CURRENT")):
+        for stage, shards in sorted(side.retried.items()):
+            report.notes.append(f"{label} {stage}: shard(s) {sorted(shards)} ran more than once "
+                                "(requeued, lost or resumed); the times recorded after a "
+                                "first attempt are marked, not compared as clean")
     report.notes = sorted(dict.fromkeys(report.notes))
     cell_order = {"regression": 0, "improvement": 1, "noise": 2, "changed": 3}
     report.cells.sort(key=lambda c: cell_order.get(c.kind, 9))

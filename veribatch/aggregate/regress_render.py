@@ -26,11 +26,12 @@ KIND_TITLES = {
     "lost": "Decided → undecided",
     "new_error": "New errors / crashes",
     "missing": "Records missing in CURRENT",
-    "slower": "Slower (beyond the time factor)",
+    "slower": "Slower (beyond the time factor, or the instance's own spread over the nights)",
     "gained": "Undecided → decided",
     "fixed_error": "Errors gone",
     "faster": "Faster (beyond the time factor)",
     "flapping": "Flapping timeouts (near the time limit on both sides; not counted)",
+    "noisy": "Slower within the instance's own spread, or from a retried shard (not counted)",
     "changed": "Other verdict changes (not counted)",
     "new_record": "Records only in CURRENT (not counted)",
 }

@@ -65,6 +65,7 @@ REQUEST_OWN = frozenset({"context_length_exceeded", "string_above_max_length"})
 class OpenAIEngine(Engine):
     engine = "openai"
     packages = ("httpx",)
+    loads_weights = False  # the server holds the model
 
     def __init__(
         self,

@@ -28,6 +28,7 @@ from veribatch.inference.types import Completion, Engine, Request
 
 class ReplayEngine(Engine):
     engine = "replay"
+    loads_weights = False  # recorded completions
 
     def __init__(self, run_dir: str | Path, *, match: str = "key") -> None:
         if match not in ("key", "id"):

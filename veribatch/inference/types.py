@@ -97,10 +97,13 @@ class Engine(ABC):
     model: str
     revision: str = ""
     # Facts read from the class without opening an engine (`inference.registry`):
-    # whether `replicas=N` may run it as a Ray pool of data-parallel copies, and the
-    # packages it imports when it opens (checked at launch time, without importing them).
+    # whether `replicas=N` may run it as a Ray pool of data-parallel copies, the
+    # packages it imports when it opens (checked at launch time, without importing them),
+    # and whether opening it reads the model's weights (what sizing charges a load for;
+    # a remote server or recorded completions load nothing).
     poolable: ClassVar[bool] = False
     packages: ClassVar[tuple[str, ...]] = ()
+    loads_weights: ClassVar[bool] = True
 
     @abstractmethod
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]: ...

@@ -14,14 +14,16 @@ directory machinery does the hard parts:
   complete (every shard DONE, tables aggregated).
 
 When an entry's run is complete it is compared with its reference (`aggregate.regress`),
-the result written to ``nights/<night>/regress/<entry>.{md,json}``, and the night's
-figures appended to ``HISTORY/history.parquet`` (`aggregate.history`).
+the result written to ``nights/<night>/regress/<entry>.{md,json}``, the night's
+figures appended to ``HISTORY/history.parquet`` (`aggregate.history`), and what its stages
+took to ``HISTORY/costs.json`` (`launch.measured`), which sizes the next nights' runs.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -48,7 +50,10 @@ TOP_KEYS = {"name", "description", "executor", "profile", "partition", "account"
             "thresholds", "runs"}
 RUN_KEYS = {"name", "task", "dataset", "model", "options", "sampling", "shards", "limit", "strategy",
             "verifier"}
-THRESHOLD_KEYS = {"time_factor", "min_time_s", "near_limit", "alpha", "metric_tolerance"}
+THRESHOLD_KEYS = {"time_factor", "min_time_s", "near_limit", "alpha", "metric_tolerance",
+                  "spread_factor", "min_spread_s", "spread_min_nights"}
+SPREAD_NIGHTS = 7
+"""Earlier complete nights (besides the reference) whose times give an instance's spread."""
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 HISTORY_FILE = "history.parquet"
 
@@ -166,16 +171,24 @@ def _complete(rd: RunDir) -> bool:
 
 def last_good(suite: Suite, entry: str, before: str) -> tuple[str, Path] | None:
     """The latest night before `before` whose run of `entry` is complete."""
+    good = good_nights(suite, entry, before, 1)
+    return good[0] if good else None
+
+
+def good_nights(suite: Suite, entry: str, before: str, count: int) -> list[tuple[str, Path]]:
+    """Up to `count` latest nights before `before` whose run of `entry` is complete, newest
+    first: the reference, then the nights that give each instance's time spread."""
     nights = suite.history / "nights"
     if not nights.is_dir():
-        return None
+        return []
+    out: list[tuple[str, Path]] = []
     for n in sorted((p.name for p in nights.iterdir() if p.is_dir()), reverse=True):
-        if n >= before:
+        if n >= before or len(out) >= count:
             continue
         rd = RunDir(nights / n / entry)
         if rd.manifest.is_file() and _complete(rd):
-            return n, rd.root
-    return None
+            out.append((n, rd.root))
+    return out
 
 
 @contextmanager
@@ -295,11 +308,13 @@ def _compare(suite: Suite, night: str, run: SuiteRun, rd: RunDir, out: EntryOutc
     from veribatch.aggregate.regress_render import to_markdown
     from veribatch.aggregate.render import load_tables
 
-    ref = last_good(suite, run.name, night)
+    good = good_nights(suite, run.name, night, 1 + SPREAD_NIGHTS)
+    ref = good[0] if good else None
     regress_dir = night_dir(suite, night) / "regress"
     if ref is not None:
         out.reference_night = ref[0]
-        report = regress(ref[1], rd.root, Thresholds(**suite.thresholds))
+        report = regress(ref[1], rd.root, Thresholds(**suite.thresholds),
+                         history=[p for _, p in good[1:]])
         out.regress_exit = report.exit_code
         out.regressions = len(report.regressions) + len(report.cell_regressions)
         out.regress_md = to_markdown(report)
@@ -314,6 +329,20 @@ def _compare(suite: Suite, night: str, run: SuiteRun, rd: RunDir, out: EntryOutc
                       tables=load_tables(rd.root), reference_night=out.reference_night,
                       regress_exit=out.regress_exit, regressions=out.regressions)
     append_night(suite.history / HISTORY_FILE, rows)
+    _record_costs(suite, rd, out)
+
+
+def _record_costs(suite: Suite, rd: RunDir, out: EntryOutcome) -> None:
+    """What the night's stages took, for sizing the next nights (`launch.measured`).  A
+    file that cannot be read or written costs the measurement, not the night's comparison."""
+    import pyarrow as pa
+
+    from .measured import COSTS_FILE, CostsError, measure_run, record
+
+    try:
+        record(suite.history / COSTS_FILE, measure_run(rd.root))
+    except (OSError, CostsError, pa.ArrowException) as e:
+        out.message = (out.message + "; " if out.message else "") + f"costs not recorded: {e}"
 
 
 def _write_report(suite: Suite, night: str, outs: list[EntryOutcome]) -> Path | None:
@@ -345,6 +374,11 @@ def run_night(suite: Suite, night: str | None = None, *, executor: str | None = 
         raise SuiteError(f"night label {night!r} must match {NAME_RE.pattern} (default: today's date)")
     _thresholds(suite)  # bad thresholds fail before anything is submitted
     choice = _choice(suite, executor, profile)
+    from .measured import COSTS_ENV, COSTS_FILE
+
+    # tonight's runs are sized from what earlier nights measured (unless the caller names
+    # another file); sizing reads the variable, and SLURM elements inherit it harmlessly
+    os.environ.setdefault(COSTS_ENV, str((suite.history / COSTS_FILE).resolve()))
     with _lock(suite.history):
         ndir = night_dir(suite, night)
         ndir.mkdir(parents=True, exist_ok=True)

@@ -20,8 +20,13 @@ submitit's pickles, the step launch: 1-2 s, as much as a shard of fast verifier 
 An element runs its group, then takes the shards of other groups nobody has started
 (`executors.element.ShardJob`), which keeps the balance of one element per shard.
 
-Sizing reads only the manifest, the profile and the choice, so a resumed run (same
-profile, `--gpu-shards` remembered in jobs.json) groups its shards the same way.
+Sizing reads the manifest, the profile, the choice — and, where ``$VERIBATCH_COSTS`` names
+a measured-costs file (`launch.measured`; `launch nightly` keeps one beside its history),
+what earlier runs of the same task × stage × verifier × model took: their seconds per
+instance replace a CPU stage's declared `seconds_per_instance`, their tokens/s the
+profile's throughput; the plan says which it used.  A resumed run groups its shards the
+same way unless those figures changed meanwhile; then only the element boundaries move
+(every shard keeps its lock, ledger and DONE, so nothing is run twice).
 
 The same figures give an element its SLURM time limit (`job_time`) and its expected time
 in the `--dry-run` cost (`element_estimate`): one reading of the load and the work, not a
@@ -38,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .measured import Measured, measured_for
 from .plan import shard_bounds
 from .profiles import GenerationSpec, PartitionSpec, Profile
 
@@ -60,7 +66,6 @@ UNKNOWN_MODEL_LOAD_S = 1800.0
 """When a model's size cannot be told from its name or its files: half an hour."""
 BYTES_PER_PARAMETER = 2  # bf16/fp16 weights
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
-_NO_LOAD_ENGINES = ("openai", "replay")  # a remote server, or recorded completions
 
 
 def model_bytes(model: str) -> tuple[float | None, str]:
@@ -89,12 +94,24 @@ def load_basis(model: str | None) -> tuple[float | None, float, str]:
     if not model:
         return None, 0.0, "no model"
     engine = model.partition(":")[0]
-    if engine in _NO_LOAD_ENGINES:
+    if not _loads_weights(engine):
         return None, 0.0, f"{engine}: nothing to load"
     size, how = model_bytes(model)
     if size is None:
         return None, UNKNOWN_MODEL_LOAD_S, f"model {how}: {UNKNOWN_MODEL_LOAD_S / 60:g} min assumed"
     return size, 0.0, how
+
+
+def _loads_weights(engine: str) -> bool:
+    """The engine's class fact (`inference.types.Engine.loads_weights`); an engine that is
+    not installed here (planned on a login node without it) is charged a load."""
+    from veribatch.inference.errors import UnknownEngineError
+    from veribatch.inference.registry import engine_class
+
+    try:
+        return engine_class(engine).loads_weights
+    except (UnknownEngineError, ImportError):
+        return True
 
 
 Unit = list[int]
@@ -127,8 +144,8 @@ def expected_load_s(model: str | None, gen: GenerationSpec) -> tuple[float, str]
                   "engine start-up")
 
 
-def generation_work_s(config: dict[str, Any], instances: int,
-                      gen: GenerationSpec) -> tuple[float, str]:
+def generation_work_s(config: dict[str, Any], instances: int, gen: GenerationSpec,
+                      measured: Measured | None = None) -> tuple[float, str]:
     """Expected seconds one element's engine (a pool of `replicas`: that many times the
     throughput) needs for the whole stage: instances x samples x the run's max_tokens
     budget, at the profile's tokens/s for the model.  The budget is an
@@ -138,6 +155,8 @@ def generation_work_s(config: dict[str, Any], instances: int,
     n = int((config.get("options") or {}).get("n_samples", 1) or 1)
     max_tokens = int((config.get("sampling") or {}).get("max_tokens") or 1024)
     tps, src = gen.throughput(model)
+    if measured is not None and measured.tokens_per_s:
+        tps, src = measured.tokens_per_s, measured.describe() + ", loads included"
     tokens = instances * n * max_tokens
     reps = gen.replicas or 1  # a Ray pool's replicas generate side by side
     return tokens / (tps * reps), (
@@ -146,12 +165,12 @@ def generation_work_s(config: dict[str, Any], instances: int,
                                           if reps > 1 else ""))
 
 
-def element_estimate(config: dict[str, Any], instances: int,
-                     gen: GenerationSpec) -> tuple[float, float, str]:
+def element_estimate(config: dict[str, Any], instances: int, gen: GenerationSpec,
+                     measured: Measured | None = None) -> tuple[float, float, str]:
     """Expected (load seconds, generation seconds, why) of ONE element that runs
     `instances` instances: one engine start plus its instances' share of the work."""
     load, load_why = expected_load_s(config.get("model"), gen)
-    work, work_why = generation_work_s(config, instances, gen)
+    work, work_why = generation_work_s(config, instances, gen, measured)
     return load, work, f"load {load / 60:.1f} min ({load_why}); work {work / 60:.1f} min " \
                        f"({work_why})"
 
@@ -166,11 +185,11 @@ class JobTime:
         return f"{self.minutes} min ({self.detail})"
 
 
-def generate_time_limit(config: dict[str, Any], instances: int,
-                        gen: GenerationSpec) -> JobTime:
+def generate_time_limit(config: dict[str, Any], instances: int, gen: GenerationSpec,
+                        measured: Measured | None = None) -> JobTime:
     """The SLURM time limit of one element of a sized stage (no profile `time`):
     `TIME_SAFETY` x the expected element time (`element_estimate`) + the margin."""
-    load, work, why = element_estimate(config, instances, gen)
+    load, work, why = element_estimate(config, instances, gen, measured)
     minutes = max(JOB_MIN_MIN, math.ceil(TIME_SAFETY * (load + work) / 60) + JOB_MARGIN_MIN)
     return JobTime(minutes, "estimate",
                    f"{TIME_SAFETY:g} x expected {(load + work) / 60:.1f} min [{why}] "
@@ -187,14 +206,25 @@ def job_time(spec: PartitionSpec, stage: dict[str, Any], instances: int,
     with `generation` (the profile's figures; None: the built-in defaults)."""
     if spec.time_min is not None:
         return JobTime(spec.time_min, "profile", "the profile's time")
+    measured = measured_for(config, str(stage.get("name"))) if config is not None else None
     if config is not None and is_sized(stage, config):
-        return generate_time_limit(config, instances, generation or GenerationSpec())
-    spi = float(stage.get("seconds_per_instance", 60.0))
+        return generate_time_limit(config, instances, generation or GenerationSpec(), measured)
+    spi, src = seconds_per_instance(stage, measured)
     work = instances * spi * 1.5
     minutes = max(JOB_MIN_MIN, math.ceil(work / 60) + JOB_MARGIN_MIN)
-    return JobTime(minutes, "estimate", f"{instances} instance(s) x {spi:g} s x 1.5; "
+    return JobTime(minutes, "estimate", f"{instances} instance(s) x {spi:.3g} s ({src}) x 1.5; "
                                         f"+ {JOB_MARGIN_MIN} min margin, at least "
                                         f"{JOB_MIN_MIN} min")
+
+
+def seconds_per_instance(stage: Any, measured: Measured | None) -> tuple[float, str]:
+    """A CPU stage's expected seconds per instance and where it comes from: measured by
+    earlier runs, else the stage's declared `seconds_per_instance` (for the verifiers the
+    budget: an upper bound)."""
+    if measured is not None:
+        return measured.wall_s, measured.describe()
+    return float(stage.get("seconds_per_instance", 60.0)), \
+        "assumed: the stage's declared seconds_per_instance"
 
 
 def is_sized(stage: dict[str, Any], config: dict[str, Any]) -> bool:
@@ -215,7 +245,8 @@ def size_stage(stage: dict[str, Any], config: dict[str, Any], instances: int, sh
         return Sizing(shards, 0.0, 0.0, "one element per shard")
     gen = profile.generation
     load, load_why = expected_load_s(config.get("model"), gen)
-    work, work_why = generation_work_s(config, instances, gen)
+    work, work_why = generation_work_s(config, instances, gen,
+                                       measured_for(config, str(stage.get("name"))))
     fixed = override if override is not None else gen.elements
     if fixed is not None:
         src = "--gpu-shards" if override is not None else "profile generation.elements"

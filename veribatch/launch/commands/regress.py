@@ -41,6 +41,10 @@ def regress_cmd(
     near_limit: NearLimit = 0.8,
     alpha: Alpha = 0.05,
     metric_tolerance: Tolerance = None,
+    history: Annotated[list[str] | None, typer.Option(
+        "--history", help="An earlier run of the same series (repeatable): with 3+ clean "
+                          "timings of an instance, its time is judged against its own spread "
+                          "(docs/nightly.md).")] = None,
 ) -> None:
     """Compare two runs: verdict flips, lost decisions, new errors, missing records, time
     changes (flapping timeouts filtered), and every declared table metric (significance-tested
@@ -55,7 +59,8 @@ def regress_cmd(
         th = Thresholds(time_factor=time_factor, min_time_s=min_time_s, near_limit=near_limit,
                         alpha=alpha, metric_tolerance=metric_tolerance)
         b, c = resolve_run(base, runs_dir), resolve_run(current, runs_dir)
-        report = regress(b.root, c.root, th)
+        past = [resolve_run(h, runs_dir).root for h in history or ()]
+        report = regress(b.root, c.root, th, history=past)
     except (RegressError, RunNotFoundError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(EXIT_INPUT) from None

@@ -5,13 +5,15 @@ the function submission calls), for the array elements submission would create
 (`sizing.stage_units`), so the table cannot drift
 from what sbatch receives.  The cost figures are estimates from what the run knows:
 
-- a CPU stage's element takes its instances x the stage's `seconds_per_instance` (for the
-  verifiers this is the per-instance budget, so an upper bound);
+- a CPU stage's element takes its instances x the seconds per instance that earlier runs
+  of the same task, stage, verifier and model measured (`launch.measured`, through
+  ``$VERIBATCH_COSTS``), else the stage's declared `seconds_per_instance` (for the
+  verifiers the per-instance budget, so an upper bound) — each line says which;
 - a generate element takes one model load plus its instances' share of the stage's
   generation work (token budget / the profile's throughput for the model):
   `sizing.element_estimate`, the figure its time limit is derived from too;
 - requested hours are elements x CPUs or GPUs x the time limit; expected hours use the
-  expected element time; the load share is loads x load time over expected GPU busy time;
+  expected element time (CPU-hours: allocated cores x expected busy time); the load share is loads x load time over expected GPU busy time;
 - wall time: ceil(elements / array_parallelism) waves of the longest element, and for the
   run the longest chain of stages through `needs` (no overlap assumed: an upper bound).
 """
@@ -23,8 +25,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..measured import measured_for
 from ..profiles import Profile
-from ..sizing import element_estimate, is_sized, job_time, size_stage, stage_units
+from ..sizing import (
+    element_estimate,
+    is_sized,
+    job_time,
+    seconds_per_instance,
+    size_stage,
+    stage_units,
+)
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,11 @@ class StageCost:
     @property
     def gpu_hours_expected(self) -> float:
         return self.busy_s / 3600 * self.gpus
+
+    @property
+    def cpu_hours_expected(self) -> float:
+        """Allocated cores x expected busy time: what the elements hold, not what they use."""
+        return self.busy_s / 3600 * int(self.params["cpus_per_task"])
 
     @property
     def load_share(self) -> float:
@@ -109,13 +124,15 @@ def estimate(manifest: dict[str, Any], profile: Profile, counts: list[int],
         gpus = gpus_of(params) * int(params.get("nodes", 1))
         size = size_stage(st, config, int(manifest["instance_count"]), len(counts), profile,
                           gpu_shards)
+        measured = measured_for(config, name)
         if is_sized(st, config):
-            times = [sum(element_estimate(config, n, profile.generation)[:2]) for n in per]
+            times = [sum(element_estimate(config, n, profile.generation, measured)[:2])
+                     for n in per]
             loads, why = (len(units) if size.load_s else 0), size.why
         else:
-            spi = float(st.get("seconds_per_instance", 60.0))
+            spi, src = seconds_per_instance(st, measured)
             times = [n * spi for n in per]
-            loads, why = 0, f"{spi:g} s per instance (the stage's estimate)"
+            loads, why = 0, f"{spi:.3g} s per instance ({src})"
             if len(units) < len(counts):
                 why += f"; {size.why}"
         out.append(StageCost(name, st["resource"], params, len(units), max(per),
@@ -135,6 +152,8 @@ def run_wall_s(costs: list[StageCost], manifest: dict[str, Any]) -> float:
 
 
 def _h(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.3g} s"
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
@@ -158,7 +177,8 @@ def describe(costs: list[StageCost], manifest: dict[str, Any], profile: Profile)
         if c.stage == "aggregate":
             continue
         line = (f"  {c.stage}: {c.elements} element(s) of <= {c.max_instances} instance(s); "
-                f"requested {c.cpu_hours:.1f} CPU-h, {c.gpu_hours:.1f} GPU-h")
+                f"requested {c.cpu_hours:.1f} CPU-h, {c.gpu_hours:.1f} GPU-h; expected "
+                f"{c.cpu_hours_expected:.3g} CPU-h")
         if c.gpus:
             line += (f"; expected {c.gpu_hours_expected:.1f} GPU-h; model loads {c.loads} "
                      f"x {c.load_s / 60:.1f} min = {c.load_share:.0%} of GPU time")
@@ -169,7 +189,9 @@ def describe(costs: list[StageCost], manifest: dict[str, Any], profile: Profile)
     cpu = sum(c.cpu_hours for c in costs)
     loads = sum(c.loads * c.load_s * c.gpus for c in costs) / 3600
     busy = sum(c.gpu_hours_expected for c in costs)
-    lines.append(f"  run: requested {cpu:.1f} CPU-h, {gpu:.1f} GPU-h; expected GPU time "
+    cpu_expected = sum(c.cpu_hours_expected for c in costs if c.stage != "aggregate")
+    lines.append(f"  run: requested {cpu:.1f} CPU-h, {gpu:.1f} GPU-h; expected "
+                 f"{cpu_expected:.3g} CPU-h; expected GPU time "
                  f"{busy:.1f} GPU-h of which loading {loads:.1f} GPU-h "
                  f"({loads / busy if busy else 0:.0%}); wall ~{_h(run_wall_s(costs, manifest))}")
     return lines

@@ -1,0 +1,226 @@
+"""Measured costs: what a run's stages actually took, kept for sizing the next run.
+
+Every shard writes `stats.json` (its wall time, instances run, instances resumed from the
+ledger) and its records (per instance the verifier's CPU seconds where the stage records
+them, the completion tokens of a generate stage).  `measure_run` reads them back per
+task stage; `record` keeps them in a small JSON file beside the nightly history
+(``HISTORY/costs.json``, written by `launch nightly` for each complete night); sizing
+(`launch.sizing`) and the `--dry-run` cost (`executors.cost`) read it, through
+``$VERIBATCH_COSTS`` (the file), in place of the profile's assumed figures.  Measurements
+are per task × stage × verifier × model: another verifier or model is another cost.
+
+File schema (``schema: 1``)::
+
+    {"schema": 1, "measurements": [
+       {"task", "stage", "verifier", "model": str ("" when none),
+        "run_id", "run_dir", "dataset", "recorded": str,
+        "instances": int,            # instances run (resumed ones are not timed)
+        "shards": int,               # shards that ran instances
+        "wall_s": float,             # per instance: the shards' wall time / instances run
+        "cpu_s": float | null,       # per instance: the records' cpu_s columns, summed
+        "tokens_per_s": float | null,  # completion tokens / the shards' wall (load included)
+        "cpus_per_task": int}, ...]}
+
+Newest last; `MAX_PER_KEY` are kept per key.  A lookup takes the median of the last
+`LOOKUP_LAST` measurements of its key, so one odd night does not resize the next.  The
+engine's load time is not measured separately (no stage records it): sizing keeps the
+profile's load figures, and a measured `tokens_per_s` includes the loads it paid.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from veribatch.rundir.manifest import Manifest
+from veribatch.rundir.paths import RunDir, atomic_write_json, read_json
+
+COSTS_ENV = "VERIBATCH_COSTS"
+COSTS_FILE = "costs.json"
+SCHEMA = 1
+MAX_PER_KEY = 20
+LOOKUP_LAST = 5
+
+
+class CostsError(ValueError):
+    """The measured-costs file is unreadable or not of this schema; names the file."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    task: str
+    stage: str
+    verifier: str
+    model: str
+    run_id: str
+    run_dir: str          # the run's identity here: nightly's nights share one run id
+    dataset: str
+    recorded: str
+    instances: int
+    shards: int
+    wall_s: float
+    cpu_s: float | None
+    tokens_per_s: float | None
+    cpus_per_task: int
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.task, self.stage, self.verifier, self.model)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What sizing uses for one stage: medians over the key's latest measurements."""
+
+    wall_s: float
+    cpu_s: float | None
+    tokens_per_s: float | None
+    runs: tuple[str, ...]
+    instances: int
+
+    def describe(self) -> str:
+        return (f"measured: {self.wall_s:.3g} s per instance over {self.instances} instance(s) "
+                f"of {len(self.runs)} run(s) ({', '.join(self.runs[-2:])})")
+
+
+def key_of(config: Any, stage: str) -> tuple[str, str, str, str]:
+    """The measurement key of a run's stage, from its config (manifest ``config``)."""
+    def get(k: str) -> str:
+        return str(config.get(k) or "")
+    return (get("task"), stage, get("verifier"), get("model"))
+
+
+def measure_run(run_dir: Path) -> list[Measurement]:
+    """Per task stage of `run_dir`, what its complete shards took (stages with no shard
+    that ran an instance are left out: nothing was measured)."""
+    rd = RunDir(run_dir)
+    manifest = Manifest.read(rd)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    out = []
+    for st in manifest.task_stages:
+        wall = ran = shards = 0
+        cpu, tokens, have_cpu, have_tokens = 0.0, 0.0, False, False
+        for k in range(manifest.shards):
+            if not rd.done(st.name, k).exists():
+                continue
+            try:
+                stats = read_json(rd.stats(st.name, k))
+            except (OSError, ValueError):
+                continue
+            n = int(stats.get("ran") or 0)
+            if n <= 0:
+                continue
+            wall += float(stats.get("wall_s") or 0.0)
+            ran += n
+            shards += 1
+            table = pq.read_table(rd.records(st.name, k))
+            cols = [c for c in table.column_names if c == "cpu_s" or c.endswith("_cpu_s")]
+            for c in cols:
+                have_cpu = True
+                cpu += sum(v for v in table.column(c).to_pylist() if isinstance(v, int | float))
+            if "completion_tokens" in table.column_names:
+                have_tokens = True
+                tokens += sum(v for v in table.column("completion_tokens").to_pylist()
+                              if isinstance(v, int | float))
+        if not ran:
+            continue
+        task, stage, verifier, model = key_of(manifest.config, st.name)
+        out.append(Measurement(
+            task=task, stage=stage, verifier=verifier, model=model, run_id=manifest.run_id,
+            run_dir=str(Path(run_dir).resolve()), dataset=str(manifest.config.get("dataset") or ""), recorded=now, instances=ran,
+            shards=shards, wall_s=round(wall / ran, 4),
+            cpu_s=round(cpu / ran, 4) if have_cpu else None,
+            tokens_per_s=round(tokens / wall, 2) if have_tokens and wall > 0 else None,
+            cpus_per_task=int(st.get("cpus_per_task", 1) or 1)))
+    return out
+
+
+def read_costs(path: Path) -> list[Measurement]:
+    path = Path(path)
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text())
+        if data.get("schema") != SCHEMA:
+            raise CostsError(f"{path}: schema {data.get('schema')!r}, expected {SCHEMA}")
+        return [Measurement(**m) for m in data["measurements"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        if isinstance(e, CostsError):
+            raise
+        raise CostsError(f"{path}: unreadable measured-costs file ({e})") from None
+
+
+def record(path: Path, measurements: list[Measurement]) -> int:
+    """Append `measurements` (replacing an earlier measurement of the same run directory and
+    stage: a night measured twice counts once),
+    keep the last `MAX_PER_KEY` per key; atomic, under a lock.  Returns the count kept."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        new = {(m.run_dir, m.stage) for m in measurements}
+        kept = [m for m in read_costs(path) if (m.run_dir, m.stage) not in new] + measurements
+        per_key: dict[tuple[str, str, str, str], list[Measurement]] = {}
+        for m in kept:
+            per_key.setdefault(m.key, []).append(m)
+        kept = [m for m in kept if m in per_key[m.key][-MAX_PER_KEY:]]
+        atomic_write_json(path, {"schema": SCHEMA, "measurements": [asdict(m) for m in kept]})
+        return len(kept)
+
+
+def lookup(path: Path | None, key: tuple[str, str, str, str]) -> Measured | None:
+    """The medians of the last `LOOKUP_LAST` measurements of `key`, or None."""
+    if path is None:
+        return None
+    ms = [m for m in read_costs(path) if m.key == key][-LOOKUP_LAST:]
+    if not ms:
+        return None
+    cpu = [m.cpu_s for m in ms if m.cpu_s is not None]
+    tps = [m.tokens_per_s for m in ms if m.tokens_per_s]
+    return Measured(wall_s=statistics.median(m.wall_s for m in ms),
+                    cpu_s=statistics.median(cpu) if cpu else None,
+                    tokens_per_s=statistics.median(tps) if tps else None,
+                    runs=tuple(m.run_id for m in ms), instances=sum(m.instances for m in ms))
+
+
+def costs_path() -> Path | None:
+    """The measured-costs file sizing reads: ``$VERIBATCH_COSTS``, else none."""
+    value = os.environ.get(COSTS_ENV)
+    return Path(value).expanduser() if value else None
+
+
+def measured_for(config: Any, stage: str) -> Measured | None:
+    """What `$VERIBATCH_COSTS` holds for this run's `stage` (None: the profile's figures)."""
+    return lookup(costs_path(), key_of(config, stage))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m veribatch.launch.measured COSTS_FILE RUN_DIR...``: record what the runs
+    took (what `launch nightly` does for each complete night)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 2:
+        print("usage: python -m veribatch.launch.measured COSTS_FILE RUN_DIR...", file=sys.stderr)
+        return 2
+    target, runs = Path(args[0]), [Path(a) for a in args[1:]]
+    for run in runs:
+        ms = measure_run(run)
+        record(target, ms)
+        for m in ms:
+            print(f"{run}: {m.stage}: {m.instances} instance(s), {m.wall_s:.3g} s wall"
+                  + (f", {m.cpu_s:.3g} s CPU" if m.cpu_s is not None else "")
+                  + (f", {m.tokens_per_s:.3g} tokens/s" if m.tokens_per_s else "")
+                  + " per instance")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
