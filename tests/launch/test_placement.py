@@ -27,6 +27,7 @@ from veribatch.launch.manifest import build_manifest, create_or_reuse
 from veribatch.launch.profiles import ProfileError, load_profile
 from veribatch.launch.run_control import ExecChoice, plan_run
 from veribatch.launch.sizing import element_groups, generation_work_s, size_stage, stage_units
+from veribatch.rundir.manifest import Manifest
 
 CARD_MODEL = "vllm:Qwen/Qwen2.5-72B-Instruct"
 
@@ -151,7 +152,7 @@ def test_dry_run_and_sbatch_agree_on_the_cards_command(shared_data, tmp_path, mo
     ex = SlurmExecutor(prof)
     monkeypatch.setattr(ex, "check_partitions", lambda m: None)  # a100/cpu-long are not here
     todo = {s.name: list(range(64)) for s in plan.stages}
-    result = ex.submit(rd, manifest, todo, aggregate=True)
+    result = ex.submit(rd, Manifest.read(rd.root), todo, aggregate=True)
     by_stage = {j["stage"]: _flags(s) for j, s in zip(result.jobs, sbatch.scripts, strict=True)}
 
     assert by_stage["generate"]["partition"] == "a100" and by_stage["generate"]["gres"] == "gpu:4"
@@ -438,7 +439,8 @@ def test_a_ray_pool_profile_gives_the_generate_element_nodes_and_replicas(shared
     monkeypatch.setattr(sutils.CommandFunction, "__call__", lambda fn, *a, **k: sbatch(fn))
     ex = SlurmExecutor(prof, gpu_shards=1)
     monkeypatch.setattr(ex, "check_partitions", lambda m: None)
-    result = ex.submit(rd, manifest, {s.name: list(range(4)) for s in plan.stages}, aggregate=False)
+    result = ex.submit(rd, Manifest.read(rd.root), {s.name: list(range(4)) for s in plan.stages},
+                       aggregate=False)
     scripts = {j["stage"]: s for j, s in zip(result.jobs, sbatch.scripts, strict=True)}
     gen = scripts["generate"]
     assert _flags(gen)["nodes"] == "2" and _flags(gen)["gres"] == "gpu:1"

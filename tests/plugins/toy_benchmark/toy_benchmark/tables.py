@@ -1,25 +1,26 @@
 """The table of `launch toyarith`: how many claimed answers hold.  It reads the run's files
-only (the records, given as one DataFrame per stage, and instances.jsonl)."""
+only: the records (one DataFrame per stage) and the run directory, read through
+`veribatch.rundir` (the typed manifest, the planned instances)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from veribatch.aggregate.table import Metric, Table
+from veribatch.rundir.instances import instance_ids
+from veribatch.rundir.manifest import Manifest
 
 
-def build_tables(run_dir: Path, manifest: dict[str, Any],
+def build_tables(run_dir: Path, manifest: Manifest,
                  stages: dict[str, pd.DataFrame]) -> list[Table]:
-    with open(run_dir / "instances.jsonl", "rb") as f:
-        expected = sum(1 for _ in f)
+    expected = len(instance_ids(run_dir))
     check = stages.get("check", pd.DataFrame(columns=["instance_id", "outcome"]))
     outcomes = check["outcome"].value_counts()
     covered = int(check["instance_id"].nunique())
     correct = int(outcomes.get("correct", 0))
-    row = {"dataset": manifest["config"]["dataset"], "covered": covered,
+    row = {"dataset": manifest.config["dataset"], "covered": covered,
            "missing": expected - covered, "correct": correct,
            "wrong": int(outcomes.get("wrong", 0)), "error": int(outcomes.get("error", 0)),
            "accuracy": round(100 * correct / covered, 2) if covered else 0.0}
