@@ -78,13 +78,12 @@ def test_best_of_n_first_decisive_wins_and_the_rest_are_killed(z3, tmp_path: Pat
     # iterations); with the weak ψ d_b is as slow, with the strong one it is quick.
     weak = _candidate(tmp_path, "parity_split.c", 0, "i >= 0")
     strong = _candidate(tmp_path, "parity_split.c", 1, "e + o == i && i <= 100")
-    t0 = time.monotonic()
     runs = _decide(z3, tmp_path, [weak, strong], wall_s=60.0)
-    elapsed = time.monotonic() - t0
     assert strong.decision == "TRUE" and not strong.killed
+    # not awaited: the weak d_b (~20 s alone) was cancelled, not run out -- said by its
+    # termination reason, not by a wall time (which depends on the machine's load)
     assert weak.killed and weak.decision is None
     assert weak.d_b is not None and weak.d_b.termination_reason == "cancelled"
-    assert elapsed < 15.0, elapsed  # not awaited: the weak d_b alone takes ~20 s
     assert runs == [weak, strong]
     time.sleep(0.2)
     from veribatch.verifiers.forkserver import (
