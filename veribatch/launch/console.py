@@ -98,8 +98,8 @@ def guarded(fn: Callable[[], Any]) -> Any:
     except KeyboardInterrupt:
         raise interrupted() from None
     except Exception as e:
-        from .executors.slurm import SubmitError
         from .locks import RunBusyError
+        from .slurm_calls import SubmitError  # SlurmUnreachable too: exit 3
 
         if isinstance(e, SubmitError):
             raise fail(str(e), EXIT_CLUSTER) from None
