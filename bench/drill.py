@@ -54,7 +54,6 @@ from veribatch.launch.ledger import read_ledger  # noqa: E402
 FAULTS = ("kill", "drain", "slurmctld", "slurmdbd", "enospc", "resumes")
 SHARED_DATA = Path(os.environ.get("VERIBATCH_SHARED_DATA", REPO.parent / "shared" / "data"))
 DATASET = SHARED_DATA / "invbench"
-OUTAGE_S = 20.0   # how long a daemon stays down, a node drained, the disk full
 SETTLE_S = 1200.0
 
 
@@ -84,6 +83,7 @@ class Figures:
     status_during: dict[str, str] = field(default_factory=dict)  # fault → exit code, seconds
     concurrent_resumes: list[int] = field(default_factory=list)
     alloc_cpu_s: float = 0.0
+    tails: dict[str, str] = field(default_factory=dict)
     busy_cpu_s: float = 0.0
     local: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -201,11 +201,11 @@ class Drill:
         """(fault, progress at which it starts), spread over the run in this order."""
         order = [f for f in ("kill", "drain", "slurmctld", "slurmdbd", "enospc")
                  if f in self.fig.faults_planned]
-        return [(f, 0.05 + 0.6 * i / max(1, len(order))) for i, f in enumerate(order)]
+        return [(f, 0.05 + self.a.spread * i / max(1, len(order))) for i, f in enumerate(order)]
 
     def status_in_background(self, label: str) -> subprocess.Popen[str]:
         p = subprocess.Popen(self.cmd("status", str(self.rd), "--json"), env=self.env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         p.started = time.monotonic()  # type: ignore[attr-defined]
         p.label = label  # type: ignore[attr-defined]
         return p
@@ -244,7 +244,7 @@ class Drill:
         def tick() -> None:
             now = time.monotonic()
             for kind, (t, undo) in list(active.items()):
-                if now - t >= OUTAGE_S:
+                if now - t >= self.a.outage_s:
                     undo()
                     del active[kind]
             if not active and pending and self.progress() >= pending[0][1]:
@@ -307,11 +307,24 @@ class Drill:
             self.fig.bad_ledger_lines += len(read_ledger(p, ids, repair=False).bad_lines)
 
     def cpu_figures(self) -> None:
+        """Allocated CPU (sacct CPUTimeRAW of every element, requeued ones included) and,
+        per stage, the tail: from the first element that ended to the last one — the time
+        part of the stage's allocation waits on a few elements."""
         ids = self.job_ids()
         if ids:
             out = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o",
-                                  "CPUTimeRAW"], capture_output=True, text=True, env=self.env)
-            self.fig.alloc_cpu_s = sum(float(x) for x in out.stdout.split() if x.isdigit())
+                                  "JobName,Start,End,CPUTimeRAW,State"], capture_output=True,
+                                 text=True, env=self.env)
+            ends: dict[str, list[float]] = {}
+            for line in out.stdout.splitlines():
+                name, start, end, cpu, _state = (line.split("|") + [""] * 5)[:5]
+                if cpu.isdigit():
+                    self.fig.alloc_cpu_s += float(cpu)
+                with contextlib.suppress(ValueError):
+                    t = time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%S"))
+                    ends.setdefault(name.rsplit("-", 1)[-1], []).append(t)
+            self.fig.tails = {st: f"{len(v)} elements, last ended {max(v) - min(v):.0f} s "
+                              "after the first" for st, v in ends.items() if st != "aggregate"}
         self.fig.busy_cpu_s = busy_cpu(self.rd)
 
     # -- the drill -------------------------------------------------------------------------
@@ -434,6 +447,7 @@ def table(f: Figures) -> str:
              f"CPUs {lc['busy_cpu_s']:.0f} s / allocated)" if lc["alloc_cpu_s"] else "-"),
         ]
     rows += [
+        ("stage tails", "; ".join(f"{k}: {v}" for k, v in f.tails.items()) or "-"),
         ("submit", f"{f.submit_s:.1f} s"),
         ("status (complete run)", f"{f.status_s:.1f} s"),
         ("resume --dry-run", f"{f.resume_dry_s:.1f} s"),
@@ -453,13 +467,18 @@ def ok(f: Figures) -> bool:
             and not f.processes_left)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--instances", type=int, default=80)
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--model", choices=("none", "tiny"), default="none")
     ap.add_argument("--faults", default=",".join(FAULTS),
                     help=f"comma list of {', '.join(FAULTS)}, or none")
+    ap.add_argument("--outage-s", type=float, default=20.0,
+                    help="how long a daemon stays down, a node dead or drained, the disk full")
+    ap.add_argument("--spread", type=float, default=0.6,
+                    help="faults start between 5%% and 5%%+SPREAD of the run's progress (one "
+                         "after the other); 0: back to back from 5%%")
     ap.add_argument("--budget-s", type=float, default=5.0, help="verifier budget per query")
     ap.add_argument("--disk-mb", type=int, default=0,
                     help="size of the run folder's file system (enospc); default by instances")
@@ -471,6 +490,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DATASET, help="InvBench root (holds Dataset/)")
     a = ap.parse_args(argv)
     a.disk_mb = a.disk_mb or max(64, 32 + a.instances // 4)
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse(argv)
     work = a.work_dir or Path(tempfile.mkdtemp(prefix="veribatch-drill-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
