@@ -221,8 +221,11 @@ class Drill:
                 if not nodes:
                     return False
                 node = nodes[-1]
-                self.faults.kill_node(node)
-                active[kind] = (time.monotonic(), lambda: self._restore_node(node))
+                # the new slurmd is a new mount namespace: the run folder mounted there
+                # before it takes a job
+                self.faults.kill_node(node, self.disk.mount_nodes if self.disk else None)
+                active[kind] = (time.monotonic(),
+                                lambda: self.faults.undo_last(f"restore {node}"))
             elif kind == "drain":
                 nodes = self.running_nodes() or ["vbm-cpu1"]
                 node = nodes[0]
@@ -265,11 +268,6 @@ class Drill:
             time.sleep(0.5)
         for kind, _ in pending:
             self.fig.notes.append(f"{kind}: not injected (the run ended first)")
-
-    def _restore_node(self, node: str) -> None:
-        self.faults.undo_last(f"restore {node}")
-        if self.disk is not None:
-            self.disk.mount_nodes()  # the new slurmd is a new mount namespace
 
     def _free_disk(self) -> None:
         assert self.disk is not None

@@ -27,7 +27,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,9 +82,14 @@ def kill_node(node: str, reason: str = "lost-by-drill") -> None:
     slurm("scontrol", "update", f"NodeName={node}", "State=DOWN", f"Reason={reason}")
 
 
-def restore_node(node: str) -> None:
-    """slurmd running again in its namespace, the node back in service."""
+def restore_node(node: str, on_started: Callable[[], None] | None = None) -> None:
+    """slurmd running again in its namespace, the node back in service.  `on_started` runs
+    as soon as the new slurmd exists, before it can take a job (with ReturnToService=2 a
+    DOWN node takes jobs again once its slurmd registers): e.g. a mount its jobs need."""
     cluster_sh("start-node", node)
+    if on_started is not None:
+        wait_until(lambda: slurmd_pid(node), 30, f"{node}'s new slurmd", interval=0.05)
+        on_started()
     wait_until(lambda: slurmd_pid(node) and not node_state(node).endswith("*"), 90,
                f"{node}'s slurmd to answer")
     slurm("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
@@ -214,9 +219,9 @@ class Faults:
         self.log.append((round(time.monotonic() - self.t0, 1), what))
         print(f"[drill +{time.monotonic() - self.t0:6.1f}s] {what}", flush=True)
 
-    def kill_node(self, node: str) -> None:
+    def kill_node(self, node: str, on_started: Callable[[], None] | None = None) -> None:
         kill_node(node)
-        self.undo.append((f"restore {node}", lambda: restore_node(node)))
+        self.undo.append((f"restore {node}", lambda: restore_node(node, on_started)))
         self.note(f"node {node} killed")
 
     def drain_node(self, node: str) -> None:
