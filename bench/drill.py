@@ -18,7 +18,7 @@ local executor on the same cores (``--local``), the times of submit, status, res
 --dry-run, aggregate (and its peak memory) and report.  The fault injectors live in
 tests/support/cluster_faults.py (shared with the tests).
 
-    python bench/drill.py --instances 80 --shards 8            # what CI runs (tests/launch/test_drill.py)
+    python bench/drill.py --instances 80 --shards 8 --outage-s 6 --spread 0   # as CI runs it (tests/launch/test_drill.py)
     python bench/drill.py --instances 400 --shards 16 --local --json drill.json
     python bench/drill.py --instances 60 --faults none         # the same run, no faults
 

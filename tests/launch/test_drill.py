@@ -4,7 +4,7 @@ a node killed, a node drained, slurmctld and slurmdbd stopped and started, the r
 file system full, two resumes at once — and the run's invariants afterwards.
 
 CI has 2 cores and ~60 minutes in all: the instance count is a flag
-(VERIBATCH_DRILL_INSTANCES, default 60), the faults come back to back.  The drill puts
+(VERIBATCH_DRILL_INSTANCES, default 80), the faults come back to back.  The drill puts
 nodes and daemons back in a finally; this test checks that it did.
 """
 
@@ -30,8 +30,8 @@ def test_drill_small_every_fault_once(slurm_multi_cluster, shared_data, tmp_path
     sys.path.insert(0, str(REPO))
     from bench import drill
 
-    n = int(os.environ.get("VERIBATCH_DRILL_INSTANCES", "60"))
-    argv = ["--instances", str(n), "--shards", "8", "--outage-s", "8", "--spread", "0",
+    n = int(os.environ.get("VERIBATCH_DRILL_INSTANCES", "80"))
+    argv = ["--instances", str(n), "--shards", "8", "--outage-s", "6", "--spread", "0",
             "--data", str(shared_data / "invbench"), "--work-dir", str(tmp_path / "drill")]
     a = drill.parse(argv)
     fig = drill.Drill(a, tmp_path / "drill").run()
