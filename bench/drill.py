@@ -329,10 +329,15 @@ class Drill:
     def run(self) -> Figures:
         fig = self.fig
         watch = ProcessWatch(self.rd)
-        with cf.cluster_restored(), self.faults, contextlib.ExitStack() as stack:
+        with contextlib.ExitStack() as stack:
             if "enospc" in fig.faults_planned:
                 self.disk = stack.enter_context(cf.RunFolderDisk(
                     self.runs, self.a.disk_mb, self.work / "runs.img"))
+            # LIFO: after the faults are undone and the cluster is whole again, before the
+            # run folder goes: a drill that failed half-way leaves no job of its run behind
+            stack.callback(self.cancel_leftovers)
+            stack.enter_context(cf.cluster_restored())
+            stack.enter_context(self.faults)
             t0 = time.monotonic()
             r, fig.submit_s, _ = self.launch(*self.task_args("slurm", self.name, self.runs))
             if r.returncode != 0:
@@ -381,6 +386,12 @@ class Drill:
                 self.local_run()
         fig.log = self.faults.log
         return fig
+
+    def cancel_leftovers(self) -> None:
+        q = self.queued()
+        if q:
+            subprocess.run(["scancel", *self.job_ids()], capture_output=True, env=self.env)
+            self.fig.notes.append(f"cancelled {len(q)} job(s) of the run left queued or running")
 
     def local_run(self) -> None:
         """The same plan on the local executor, on the cores the cluster's nodes share."""

@@ -158,10 +158,19 @@ class RunFolderDisk:
             pid = slurmd_pid(node)
             if pid is None or self.node_mounts.get(node) == pid:
                 continue
+            self.node_mounts[node] = pid
+            if self._mounted_in(pid):
+                continue  # a slurmd started while it was mounted here copied the mount
             subprocess.run(["nsenter", "-t", str(pid), "-m", "sh", "-c",
                             f"mkdir -p '{self.path}' && mount {self.device} '{self.path}'"],
                            check=True, capture_output=True, text=True)
-            self.node_mounts[node] = pid
+
+    def _mounted_in(self, pid: int) -> bool:
+        try:
+            lines = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+        except OSError:
+            return False
+        return any(line.split()[4] == str(self.path) for line in lines if len(line.split()) > 4)
 
     def fill(self, leave_bytes: int = 2048) -> None:
         """Leave `leave_bytes` free: the next ledger lines, parquet files and JSON fail ENOSPC.
