@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import logging
 import os
 import signal
@@ -303,8 +304,17 @@ def _record_error(rd: RunDir, stage: str, shard: int, e: BaseException,
     except OSError as full:
         if full.errno != errno.ENOSPC or reserve is None or not reserve.exists():
             raise
-        reserve.unlink()  # the space set aside for exactly this
-        atomic_write_json(rd.error(stage, shard), record)
+        # Written into the blocks set aside (freed, they would go to whichever of the
+        # other shards writing to the full disk asks first), then renamed into place.
+        data = json.dumps(record, indent=2, sort_keys=True, default=str).encode()
+        if len(data) > RESERVE_BYTES:
+            record["traceback"] = record["traceback"][-RESERVE_BYTES // 2:]
+            data = json.dumps(record, indent=2, sort_keys=True, default=str).encode()
+        with open(reserve, "r+b") as f:
+            f.write(data)
+            f.truncate(len(data))
+            os.fsync(f.fileno())
+        os.replace(reserve, rd.error(stage, shard))
 
 
 def _run_locked(rd: RunDir, stage: str, shard: int,
