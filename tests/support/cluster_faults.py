@@ -48,8 +48,9 @@ def slurm(*argv: str, check: bool = True, timeout: float = 60) -> str:
 
 
 def cluster_sh(*argv: str, timeout: float = 120) -> None:
-    subprocess.run(["bash", str(CLUSTER_SH), *argv], env=multi_env(), check=True,
-                   timeout=timeout, capture_output=True, text=True)
+    """A daemon started again runs at the priority it had, not at a `nice` drill's."""
+    subprocess.run(["nice", "-n", str(-os.nice(0)), "bash", str(CLUSTER_SH), *argv],
+                   env=multi_env(), check=True, timeout=timeout, capture_output=True, text=True)
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 0.5):  # noqa: ANN001
