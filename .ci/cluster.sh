@@ -9,6 +9,9 @@
 #   bash .ci/cluster.sh start-multi | stop-multi | status-multi
 #                                the multi-node cluster (see `multi_*` below): 4 slurmd "nodes",
 #                                each in its own network + UTS namespace, beside the single node
+#   bash .ci/cluster.sh kill-node N | start-node N | stop-daemon D | start-daemon D
+#                                faults of the multi-node cluster (D: slurmctld or slurmdbd),
+#                                used by tests/support/cluster_faults.py and bench/drill.py
 #
 # Everything lives under $VERIBATCH_SLURM_DIR (default /tmp/veribatch-slurm); clients find the
 # cluster through $VERIBATCH_SLURM_DIR/slurm.env (exports SLURM_CONF), which tests source.
@@ -360,6 +363,32 @@ multi_kill_node() {  # multi_kill_node NAME: SIGKILL everything in the node's na
   rm -f "$MSTATE/run/slurmd-$ns.pid"
 }
 
+# Faults of the cluster itself (bench/drill.py, tests/support/cluster_faults.py): a daemon
+# stopped as an admin or a crash would, and started again on the state it saved.
+multi_stop_daemon() {  # multi_stop_daemon slurmctld|slurmdbd
+  local name=$1 pid
+  [[ $name == slurmctld || $name == slurmdbd ]] || { mlog "no such daemon: $name"; return 2; }
+  [[ -f "$MSTATE/run/$name.pid" ]] || return 0
+  pid=$(cat "$MSTATE/run/$name.pid")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  rm -f "$MSTATE/run/$name.pid"
+}
+
+multi_start_daemon() {  # multi_start_daemon slurmctld|slurmdbd: on its saved state, until it answers
+  local name=$1
+  export SLURM_CONF="$MCONF"
+  case $name in
+    slurmdbd)
+      if ! mdaemon_running slurmdbd; then setsid slurmdbd -D >>"$MSTATE/log/slurmdbd.out" 2>&1 </dev/null & fi
+      STATE="$MSTATE" wait_for 60 slurmdbd sacctmgr -n list cluster ;;
+    slurmctld)
+      if ! mdaemon_running slurmctld; then setsid slurmctld -D >>"$MSTATE/log/slurmctld.out" 2>&1 </dev/null & fi
+      STATE="$MSTATE" wait_for 60 slurmctld scontrol ping ;;
+    *) mlog "no such daemon: $name"; return 2 ;;
+  esac
+}
+
 multi_stop() {
   local n name suffix part pid
   for n in "${MNODES[@]}"; do
@@ -392,5 +421,7 @@ case "${1:-}" in
   status-multi) SLURM_CONF="$MCONF" sinfo -N -o '%N %P %t %G %E' ;;
   kill-node) multi_kill_node "${2:?node name}" ;;
   start-node) SLURM_CONF="$MCONF" multi_start_node "${2:?node name}" ;;
-  *) echo "usage: $0 start|stop|status|start-multi|stop-multi|status-multi|kill-node N|start-node N" >&2; exit 2 ;;
+  stop-daemon) multi_stop_daemon "${2:?slurmctld or slurmdbd}" ;;
+  start-daemon) multi_start_daemon "${2:?slurmctld or slurmdbd}" ;;
+  *) echo "usage: $0 start|stop|status|start-multi|stop-multi|status-multi|kill-node N|start-node N|stop-daemon D|start-daemon D" >&2; exit 2 ;;
 esac

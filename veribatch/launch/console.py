@@ -9,6 +9,7 @@ the run machinery on first use), as `launch status` is polled.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,8 +99,8 @@ def guarded(fn: Callable[[], Any]) -> Any:
     except KeyboardInterrupt:
         raise interrupted() from None
     except Exception as e:
-        from .executors.slurm import SubmitError
         from .locks import RunBusyError
+        from .slurm_calls import SubmitError  # SlurmUnreachable too: exit 3
 
         if isinstance(e, SubmitError):
             raise fail(str(e), EXIT_CLUSTER) from None
@@ -107,6 +108,12 @@ def guarded(fn: Callable[[], Any]) -> Any:
             raise fail(str(e), EXIT_IN_PROGRESS) from None
         if isinstance(e, PermissionError):
             raise fail(f"permission denied: {e.filename or e}", EXIT_INPUT) from None
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            # What was recorded is durable (ledgers are fsynced line by line); the rest is
+            # an incomplete run that resume finishes once there is room.
+            raise fail(f"the file system is full ({e.strerror}: {e.filename or '?'}); what was "
+                       "recorded is kept — free space, then `launch resume RUN`",
+                       EXIT_INCOMPLETE) from None
         if isinstance(e, _input_errors()):
             raise fail(str(e), EXIT_INPUT) from None
         raise

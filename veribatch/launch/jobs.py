@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import getpass
 import re
-import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +21,7 @@ from typing import Any
 from veribatch.rundir.paths import RunDir, atomic_write_json, read_json
 
 from .locks import file_lock
+from .slurm_calls import run_slurm
 
 
 @dataclass
@@ -111,13 +110,11 @@ def _expand(job: str) -> list[str]:
 
 
 def _run(cmd: list[str]) -> str | None:
-    if shutil.which(cmd[0]) is None:
-        return None
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=15)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout if out.returncode == 0 else None
+    """stdout of a SLURM command that succeeded, else None; an unreachable controller is
+    waited for (`slurm_calls.run_slurm`), then `SlurmUnreachable`: an empty queue read
+    from a controller that did not answer would make running shards look failed."""
+    out = run_slurm(cmd)
+    return out.stdout if out is not None and out.returncode == 0 else None
 
 
 LIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING",
@@ -154,8 +151,10 @@ def live_states(job_ids: list[str]) -> dict[str, str]:
     When squeue answers, it alone says what is queued or running: an element that sacct
     still calls PENDING but the queue does not list has left it (cancelled while pending
     leaves no accounting record of its own) and reads as GONE, so `resume` redoes it.
-    Missing commands, a cluster without accounting, or a timeout give an empty
-    answer, never an error: this only adds detail to what the run directory says.
+    Missing commands or a cluster without accounting give an empty answer, never an
+    error: this only adds detail to what the run directory says.  A controller that does
+    not answer is waited for, then `slurm_calls.SlurmUnreachable` (exit 3): not knowing
+    what runs is not the same as nothing running.
     """
     bases = sorted({j.split("_")[0] for j in job_ids})
     if not bases:

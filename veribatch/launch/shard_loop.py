@@ -22,7 +22,10 @@ old instance as part of the requeue is therefore not a cancel (`requeue_on_signa
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
+import json
 import logging
 import os
 import signal
@@ -218,6 +221,7 @@ def run_shard(run_dir: str | Path, stage: str, shard: int, *,
     rd = RunDir(run_dir)
     rd.shard_dir(stage, shard).mkdir(parents=True, exist_ok=True)
     with shard_lock(rd.lock(stage, shard), wait=wait), _shard_log(rd.log(stage, shard)):
+        reserve = _reserve(rd.shard_dir(stage, shard))
         try:
             with _term_raises():
                 return _run_locked(rd, stage, shard, on_progress, fsync)
@@ -226,9 +230,11 @@ def run_shard(run_dir: str | Path, stage: str, shard: int, *,
             log.warning("shard %s/%s requeued: %s", stage, shard, e)
             raise
         except BaseException as e:
-            _record_error(rd, stage, shard, e)
+            _record_error(rd, stage, shard, e, reserve)
             log.error("shard %s/%s failed: %s", stage, shard, e)
             raise
+        finally:
+            reserve.unlink(missing_ok=True)
 
 
 def run_shard_if_free(run_dir: str | Path, stage: str, shard: int) -> ShardOutcome | None:
@@ -271,12 +277,44 @@ def _record_requeue(rd: RunDir, stage: str, shard: int, e: ShardRequeued) -> Non
     atomic_write_json(rd.attempt(stage, shard), attempt)
 
 
-def _record_error(rd: RunDir, stage: str, shard: int, e: BaseException) -> None:
-    atomic_write_json(rd.error(stage, shard), {
+RESERVE_NAME = ".reserve"
+RESERVE_BYTES = 64 * 1024
+
+
+def _reserve(shard_dir: Path) -> Path:
+    """Space set aside for the shard's failure record.  A run folder whose file system
+    fills up fails every shard writing to it with ENOSPC — and would leave no error.json
+    to say so (status would guess SIGKILL or OOM).  Best effort: on a disk already full
+    the shard fails at its first write anyway, and there is nothing to set aside."""
+    path = shard_dir / RESERVE_NAME
+    with contextlib.suppress(OSError), open(path, "wb") as f:
+        os.posix_fallocate(f.fileno(), 0, RESERVE_BYTES)
+    return path
+
+
+def _record_error(rd: RunDir, stage: str, shard: int, e: BaseException,
+                  reserve: Path | None = None) -> None:
+    record = {
         "stage": stage, "shard": shard, "type": type(e).__name__, "message": str(e),
         "traceback": "".join(traceback.format_exception(e)), "time": _now(),
         "host": socket.gethostname(), "pid": os.getpid(), "slurm_job": _slurm_job(),
-    })
+    }
+    try:
+        atomic_write_json(rd.error(stage, shard), record)
+    except OSError as full:
+        if full.errno != errno.ENOSPC or reserve is None or not reserve.exists():
+            raise
+        # Written into the blocks set aside (freed, they would go to whichever of the
+        # other shards writing to the full disk asks first), then renamed into place.
+        data = json.dumps(record, indent=2, sort_keys=True, default=str).encode()
+        if len(data) > RESERVE_BYTES:
+            record["traceback"] = record["traceback"][-RESERVE_BYTES // 2:]
+            data = json.dumps(record, indent=2, sort_keys=True, default=str).encode()
+        with open(reserve, "r+b") as f:
+            f.write(data)
+            f.truncate(len(data))
+            os.fsync(f.fileno())
+        os.replace(reserve, rd.error(stage, shard))
 
 
 def _run_locked(rd: RunDir, stage: str, shard: int,

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..profiles import PartitionSpec, Profile
+from ..slurm_calls import run_slurm
 
 DEFAULT_MAX_ARRAY_SIZE = 1001
 AGGREGATE_JOB_RESOURCES = {"cpus_per_task": 1, "mem_gb": 4, "gpus_per_task": 0}
@@ -29,24 +29,15 @@ engines are a Ray pool of that many replicas over the nodes of its allocation
 
 
 def max_array_size() -> int:
-    try:
-        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
-                             timeout=15)
-        m = re.search(r"^MaxArraySize\s*=\s*(\d+)", out.stdout, re.M)
-        if m:
-            return int(m.group(1))
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return DEFAULT_MAX_ARRAY_SIZE
+    """The cluster's MaxArraySize (an unreachable controller is waited for: `slurm_calls`)."""
+    out = run_slurm(["scontrol", "show", "config"])
+    m = re.search(r"^MaxArraySize\s*=\s*(\d+)", out.stdout, re.M) if out is not None else None
+    return int(m.group(1)) if m else DEFAULT_MAX_ARRAY_SIZE
 
 
 def cluster_partitions() -> set[str] | None:
-    try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True,
-                             timeout=15)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
+    out = run_slurm(["sinfo", "-h", "-o", "%R"])
+    if out is None or out.returncode != 0:
         return None
     return {line.strip() for line in out.stdout.splitlines() if line.strip()}
 

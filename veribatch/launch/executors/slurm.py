@@ -24,8 +24,8 @@ consulted again.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from veribatch.rundir.manifest import Manifest, StageEntry
 from veribatch.rundir.paths import RunDir
@@ -33,6 +33,7 @@ from veribatch.rundir.paths import RunDir
 from ..jobs import add_submissions, live_states, load_jobs
 from ..profiles import PartitionSpec, Profile
 from ..sizing import is_sized, job_time, stage_units
+from ..slurm_calls import SubmitError, unreachable, with_backoff
 from ..status import QUEUED
 from .array_dependencies import Arrays, dependency_groups
 from .base import Choice, Executor, SubmitResult, Work
@@ -52,9 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ShardJob", "SlurmExecutor", "SubmitError", "aggregate_job"]
 
-class SubmitError(RuntimeError):
-    """sbatch refused a job, or SLURM is not reachable."""
-
+T = TypeVar("T")
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -174,8 +173,12 @@ class SlurmExecutor(Executor):
             steal = [k for u in part for k in u] if several and not is_sized(
                 st, config) else None
             try:
-                jobs = ex.map_array(ShardJob(steal, minutes * 30.0), [_root(rd)] * len(part),
-                                    [name] * len(part), part if several else [u[0] for u in part])
+                args = part if several else [u[0] for u in part]
+                jobs = _sbatch(lambda ex=ex, args=args, steal=steal: ex.map_array(
+                    ShardJob(steal, minutes * 30.0), [_root(rd)] * len(args),
+                    [name] * len(args), args), f"sbatch of stage {name}")
+            except SubmitError:
+                raise
             except Exception as e:  # noqa: BLE001  (submitit wraps sbatch errors variously)
                 done = ", ".join(f"{x['stage']}:{x['array_id']}" for x in result.jobs) or "none"
                 raise SubmitError(f"sbatch refused stage {name} "
@@ -204,7 +207,9 @@ class SlurmExecutor(Executor):
                             "afterany:" + ":".join(after) if after else None, 1)
         ex.update_parameters(additional_parameters={**self.profile.sbatch})
         try:
-            job = ex.submit(aggregate_job, _root(rd))
+            job = _sbatch(lambda: ex.submit(aggregate_job, _root(rd)), "sbatch of the aggregate job")
+        except SubmitError:
+            raise
         except Exception as e:  # noqa: BLE001
             raise SubmitError(f"sbatch refused the aggregate job: {e}; the stages' jobs "
                               "are submitted (jobs.json); `launch resume` submits it "
@@ -227,6 +232,20 @@ class SlurmExecutor(Executor):
             self.profile, spec, stage, minutes, job_name=job_name, dependency=dependency,
             parallelism=parallelism, run_root=_root(rd)))
         return ex
+
+
+def _sbatch(submit: Callable[[], T], what: str) -> T:
+    """`submit`, retried while sbatch could not connect to the controller (nothing was
+    submitted then: `slurm_calls`); any other error is raised as it came."""
+    def attempt() -> tuple[bool, Any, str]:
+        try:
+            return False, submit(), ""
+        except Exception as e:  # noqa: BLE001  (submitit's FailedJobError carries sbatch's stderr)
+            if unreachable(str(e), read_only=False):
+                return True, None, str(e)
+            raise
+
+    return with_backoff(attempt, what)
 
 
 def _root(rd: RunDir) -> str:
