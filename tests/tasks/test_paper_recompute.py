@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from veribatch.rundir.manifest import Manifest
 from veribatch.tasks.invbench.data import load_split
 from veribatch.tasks.invbench.tables import BUDGETS_S, verifier_rows
 
@@ -36,7 +37,7 @@ def _reference_row(root: Path, split: str) -> tuple[int, ...]:
     instances = load_split(split, root)
     baseline = pd.DataFrame([{"instance_id": i.id, "solved": False, "baseline_time_s": None, **i.meta}
                              for i in instances])
-    manifest = {"config": {"options": {"budget_s": 600.0}, "verifier": "none"}}
+    manifest = Manifest.from_json({"config": {"options": {"budget_s": 600.0}, "verifier": "none"}})
     rows = verifier_rows("paper", manifest, baseline, pd.DataFrame(), split, len(instances))
     ref = next(r for r in rows if r["kind"] == "reference")
     return tuple(ref[f"solved_{t:g}s"] for t in BUDGETS_S)
