@@ -286,22 +286,27 @@ CONF
   echo "export SLURM_CONF=$MCONF" >"$MSTATE/slurm.env"
 }
 
-multi_network() {  # the bridge, one namespace + veth pair per node; idempotent
+# Idempotent from any half state a killed run leaves (a bridge that kept its address, a
+# namespace whose veth is gone or was never made): `addr replace` sets an address that may
+# already be there (`addr add` fails with "Address already assigned"), and the namespace's
+# own end is re-made whenever the host end is missing.
+multi_network() {  # the bridge, one namespace + veth pair per node
   ip link show vbm-br >/dev/null 2>&1 || ip link add vbm-br type bridge
-  ip addr show dev vbm-br | grep -q "$MNET.1/24" || ip addr add "$MNET.1/24" dev vbm-br
+  ip addr replace "$MNET.1/24" dev vbm-br
   ip link set vbm-br up
   local n name suffix part ns
   for n in "${MNODES[@]}"; do
     IFS=: read -r name suffix part <<<"$n"
     ns="vbm-$name"
-    ip netns list | grep -qw "^$ns" || ip netns add "$ns"
+    [[ -e "/run/netns/$ns" ]] || ip netns add "$ns"
     if ! ip link show "vbm-$name-h" >/dev/null 2>&1; then
+      ip -n "$ns" link del eth0 >/dev/null 2>&1 || true
       ip link add "vbm-$name-h" type veth peer name eth0 netns "$ns"
-      ip link set "vbm-$name-h" master vbm-br up
-      ip -n "$ns" addr add "$MNET.$suffix/24" dev eth0
-      ip -n "$ns" link set eth0 up
-      ip -n "$ns" link set lo up
     fi
+    ip link set "vbm-$name-h" master vbm-br up
+    ip -n "$ns" addr replace "$MNET.$suffix/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
   done
 }
 
