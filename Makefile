@@ -34,7 +34,7 @@ run: setup
 
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -ra --durations=25 $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .
