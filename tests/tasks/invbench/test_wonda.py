@@ -128,7 +128,7 @@ def test_every_loop_of_the_sample_gets_one_body_start_marker() -> None:
         for k in body.labels:
             assert body.text.count(MARKER.format(k=k) + "();") == 1
         loops += len(body.labels)
-    assert loops >= 14  # nested.c, two_phase.c... have more than one loop
+    assert loops == 14  # nested.c and two_phase.c have two loops each
 
 
 def test_the_body_start_marker_is_where_wonda_puts_it(shared_data: Path) -> None:
@@ -220,3 +220,65 @@ def test_the_prompt_option_enters_the_run_id_only_when_set(wonda_local: Path) ->
         make_config(task, model="openai:m", options=["prompt=theirs"])
     with pytest.raises(ValueError, match="applies to a model run"):
         make_config(task, options=["prompt=wonda"])
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def _two_programs(tmp_path: Path) -> str:
+    """count_up.c (one loop) and nested.c (two) from the shipped sample as an easy split."""
+    import json
+
+    ref = json.loads((SAMPLE / "reference.json").read_text())["programs"]
+    easy = tmp_path / "InvBench" / "Dataset" / "Evaluation" / "Easy"
+    easy.mkdir(parents=True)
+    rows = []
+    for f in ("count_up.c", "nested.c"):
+        shutil.copy(SAMPLE / f, easy / f)
+        rows.append({"result": ref[f]["verdict"], "file": f, "time": ref[f]["time_s"]})
+    (easy.parent / "timing.json").write_text(json.dumps(rows))
+    return str(easy)
+
+
+@pytest.mark.slow
+def test_tiny_model_with_wondas_prompt_end_to_end(wonda_local: Path, train_tiny_model, tmp_path: Path) -> None:
+    """The tiny Qwen2 model trained on wonda's requests of count_up.c's marker and nested.c's
+    two markers (the answer to nested's marker 2 names marker 1: wrong on purpose) runs
+    through `launch` with the embedded verifier, one request per marker, one engine request
+    per batch (an instance's requests span batches)."""
+    from veribatch.aggregate.records import load_run
+    from veribatch.launch.run_control import ExecChoice, launch_run, plan_run
+
+    dataset = _two_programs(tmp_path)
+    prompt = wonda_prompt.load()
+    pairs = []
+    for f, answers in (("count_up.c", {1: 1}), ("nested.c", {1: 1, 2: 1})):
+        marked = mark((SAMPLE / f).read_text(), filename=f, placement="body")
+        for k, said in answers.items():
+            pairs.append(([["system", prompt.system], ["user", prompt.user(marked.text.rstrip(), f"INVARIANT_MARKER_{k}")]],
+                          f'```json\n{{"marker":"INVARIANT_MARKER_{said}","content":"0 <= 1"}}\n```'))
+    model = train_tiny_model(pairs, max_train_s=400.0)
+    plan = plan_run("invbench", dataset=dataset, model=f"hf:{model}", sampling={"max_tokens": 64},
+                    options=["budget_s=20", "timeout_source=budget", "prompt=wonda", "generate_batch=1"])
+    assert [s.name for s in plan.stages] == ["baseline", "generate", "verify"]
+    assert next(s for s in plan.stages if s.name == "generate").record_key == ("marker", "sample_index")
+    out = launch_run(plan, tmp_path / "run", ExecChoice("local", workers=1), progress=False)
+    assert out.ok, out
+    _, stages = load_run(out.rd.root)
+    gen, verify = stages["generate"].frame, stages["verify"].frame
+    got = sorted(zip(gen["instance_id"], gen["marker"], gen["request_id"], strict=True))
+    assert got == [("invbench/easy/count_up.c", 1, "invbench/easy/count_up.c#marker1"),
+                   ("invbench/easy/nested.c", 1, "invbench/easy/nested.c#marker1"),
+                   ("invbench/easy/nested.c", 2, "invbench/easy/nested.c#marker2")]
+    assert set(gen["prompt_template"]) == {wonda_prompt.version()} and set(gen["status"]) == {"ok"}
+    cand = verify[verify["kind"] == "candidate"].sort_values(["instance_id", "marker"])
+    assert list(cand["marker"]) == [1, 1, 2] and list(cand["candidate_index"]) == [0, 0, 1]
+    ok, wrong = cand.iloc[:2], cand.iloc[2]
+    # the learned answers parsed, placed at their loop, validated and decided at the body start
+    assert list(ok["status"]) == ["verified", "verified"] and list(ok["canonical"]) == ["0 <= 1", "0 <= 1"]
+    assert list(ok["label"]) == [1, 1] and set(ok["d_a_status"]) == {"TRUE"}
+    # the answer about marker 2 that names marker 1: recorded, raw answer kept, no candidate
+    assert wrong["status"] == "unparsable" and "is not the target INVARIANT_MARKER_2" in wrong["reason"]
+    assert '"INVARIANT_MARKER_1"' in wrong["answer"]
+    inst = verify[verify["kind"] == "instance"].set_index("instance_id")
+    assert list(inst["n_candidates"]) == [1, 2] and list(inst["n_valid"]) == [1, 1]
