@@ -82,6 +82,19 @@ def test_a_tampered_file_is_refused_naming_it(wonda_server: Path) -> None:
     assert not wonda_prompt.ORIGIN.cache_dir().exists()  # nothing half-installed
 
 
+def test_offline_names_the_alternatives(archive_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(wonda_prompt.URL_ENV, "http://127.0.0.1:9/{revision}/{name}")
+    monkeypatch.delenv(wonda_prompt.LOCAL_ENV, raising=False)
+    wonda_prompt._load_cached.cache_clear()
+    with pytest.raises(DatasetError, match="VERIBATCH_WONDA_PROMPT.*without -o prompt=wonda"):
+        wonda_prompt.fetch(timeout_s=5)
+    # and a model run refuses at plan time, before anything is written
+    from veribatch.launch.run_control import plan_run
+
+    with pytest.raises(DatasetError, match="VERIBATCH_WONDA_PROMPT"):
+        plan_run("invbench", model="openai:some-model", options=["prompt=wonda"], limit=1)
+
+
 def test_the_shared_copy_through_the_offline_override(wonda_local: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     assert wonda_prompt.fetch().read_bytes() == wonda_local.read_bytes()

@@ -227,7 +227,7 @@ def _candidates_from_wonda(gen: list[Record], labels: list[int]) -> list[Candida
     out: list[Candidate] = []
     for i, r in enumerate(sorted(gen, key=lambda r: (int(r.get("marker", -1)), int(r.get("sample_index", 0))))):
         text = r.get("completion_text") or ""
-        marker = int(r.get("marker", -1))
+        marker = int(r["marker"]) if r.get("marker") is not None else -1
         cols: Record = {"marker": marker, "sample_index": int(r.get("sample_index", -1)), "candidate_index": i}
         if r.get("status") != "ok":
             why = r.get("completion_error") or r.get("error")
