@@ -84,8 +84,14 @@ SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 MANIFEST = "tiny_model.json"
 
 
-def _chat_prompt(prompt: str) -> str:
-    return f"<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
+Prompt = str | Sequence[Sequence[str]]  # a user message, or (role, content) messages
+
+
+def _chat_prompt(prompt: Prompt) -> str:
+    """The prompt as CHATML_TEMPLATE renders it: a string is one user message; a sequence of
+    (role, content) pairs is a conversation (a system message first, as some prompts have)."""
+    messages = [("user", prompt)] if isinstance(prompt, str) else [(str(r), str(c)) for r, c in prompt]
+    return "".join(f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in messages) + "<|im_start|>assistant\n"
 
 
 def _train_tokenizer(texts: Sequence[str], vocab_size: int) -> Any:
@@ -132,7 +138,7 @@ def _token_id(tokenizer: Any, token: str) -> int:
 
 def build_tiny_qwen2(
     out_dir: Path,
-    pairs: Sequence[tuple[str, str]] | None = None,
+    pairs: Sequence[tuple[Prompt, str]] | None = None,
     seed: int = 0,
     *,
     hidden_size: int = 128,
@@ -149,7 +155,7 @@ def build_tiny_qwen2(
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    pairs = [(str(p), str(a)) for p, a in (pairs if pairs is not None else DEFAULT_PAIRS)]
+    pairs = [(p, str(a)) for p, a in (pairs if pairs is not None else DEFAULT_PAIRS)]
     if not pairs:
         raise ValueError("build_tiny_qwen2 needs at least one (prompt, answer) pair")
     out_dir = Path(out_dir)
@@ -253,7 +259,7 @@ def build_tiny_qwen2(
     return out_dir
 
 
-def pairs_hash(pairs: Sequence[tuple[str, str]] | None, seed: int = 0) -> str:
+def pairs_hash(pairs: Sequence[tuple[Prompt, str]] | None, seed: int = 0) -> str:
     """Identity of a built model: the pairs, the seed and this module's source text."""
     src = Path(__file__).read_bytes()
     blob = json.dumps(
@@ -272,7 +278,7 @@ def _learned(folder: Path) -> bool:
 
 
 def cached_tiny_qwen2(
-    pairs: Sequence[tuple[str, str]] | None = None, seed: int = 0, root: Path | None = None
+    pairs: Sequence[tuple[Prompt, str]] | None = None, seed: int = 0, root: Path | None = None
 ) -> Path:
     """`build_tiny_qwen2` once per (pairs, seed, builder source), under `root`.
 

@@ -1,10 +1,13 @@
-"""The generate stage every task shares: one request per instance, one record per answer.
+"""The generate stage every task shares: requests per instance, one record per answer.
 
 A task writes no loop.  It subclasses `Generate` and says what it alone knows, the way a
 datatrove filter says only which documents to keep:
 
-- `request` — the engine request for an instance, or instead a record saying why the
+- `request` — the engine request for an instance, or several (a non-empty list: InvBench's
+  ``-o prompt=wonda`` asks once per loop marker), or instead a record saying why the
   instance has none (a program the front end rejects, an upstream record missing);
+- `request_columns` — with several requests, what tells their answers apart (the
+  marker); the stage's `record_key` is then those columns and ``sample_index``;
 - `columns` — what each answer's record carries beyond the common columns;
 - `default_max_tokens` (or `max_tokens` per config) — the answer budget when the user
   gives no ``--max-tokens``;
@@ -15,8 +18,9 @@ and puts ``Generate.stage(config)`` among its stages when the config has a model
 loop, written once here: the run's sampling (`tasks.sampling.sampling_for`), every
 instance's request (the no-request records are yielded first, before any model is
 loaded), the run's engine behind the run's completion cache (`open_run_engine`: a resumed
-shard does not ask again), batches of ``-o generate_batch`` requests (default 16), and per
-answer one record::
+shard does not ask again), batches of ``-o generate_batch`` requests (default 16; the
+requests of one instance may span batches, and its records are yielded together once its
+last request is answered), and per answer one record::
 
     inference.completion_to_record(...)   request_key, sample_index, completion_text, ...
                                           (so `replay:RUN` can re-read the run later)
@@ -27,8 +31,8 @@ answer one record::
     ...                                   the task's `columns`
 
 The stage declares ``verdict_column="status"``, ``time_column="generation_time_s"`` and
-``record_key=("sample_index",)``, so `launch regress` compares generate stages of every
-task alike.
+``record_key=("sample_index",)`` (``(*request_key, "sample_index")`` with several requests),
+so `launch regress` compares generate stages of every task alike.
 """
 
 from __future__ import annotations
@@ -90,13 +94,23 @@ class Generate(ABC):
 
     @abstractmethod
     def request(self, inst: Instance, config: RunConfig, sampling: Sampling,
-                upstream: list[Record]) -> Request | Record:
-        """The request for `inst` (its id is the record's ``request_id``), or the one record
+                upstream: list[Record]) -> Request | list[Request] | Record:
+        """The request for `inst` (its id is the record's ``request_id``), several (a
+        non-empty list, ids distinct, told apart by `request_columns`), or the one record
         `inst` gets instead when it cannot be asked (it must say why in ``status``).
         `upstream`: the `reads` stage's records of `inst` ([] when none or no `reads`)."""
 
     def columns(self, inst: Instance, config: RunConfig, completion: Completion) -> Record:
         """Columns of one answer's record beyond the common ones (prompt version...)."""
+        return {}
+
+    def request_key(self, config: RunConfig) -> tuple[str, ...]:
+        """The columns (from `request_columns`) that tell an instance's requests apart; ()
+        when the config asks one request per instance."""
+        return ()
+
+    def request_columns(self, inst: Instance, config: RunConfig, request: Request) -> Record:
+        """Columns of every answer to `request` (its `request_key` columns among them)."""
         return {}
 
     def max_tokens(self, config: RunConfig) -> int:
@@ -118,7 +132,7 @@ class Generate(ABC):
                      gpus_per_task=1, cpus_per_task=1, mem_gb=2,
                      seconds_per_instance=self.seconds_per_instance(config),
                      verdict_column="status", time_column="generation_time_s",
-                     record_key=("sample_index",))
+                     record_key=(*self.request_key(config), "sample_index"))
 
     def run(self, instances: list[Instance], ctx: StageContext) -> Iterator[InstanceResult]:
         from veribatch.inference.types import Request
@@ -127,22 +141,33 @@ class Generate(ABC):
         sampling = sampling_for(config, self.max_tokens(config))
         upstream = ctx.upstream(self.reads) if self.reads else {}
         ready: list[tuple[Instance, Request]] = []
+        pending: dict[str, int] = {}  # instance id → its requests not yet answered
         for inst in instances:
             got = self.request(inst, config, sampling, upstream.get(inst.id, []))
             if isinstance(got, Request):
-                ready.append((inst, got))
+                got = [got]
+            if isinstance(got, list):
+                if not got or len({r.id for r in got}) != len(got):
+                    raise ValueError(f"{type(self).__name__}.request({inst.id}): requests must be "
+                                     "a non-empty list with distinct ids")
+                ready.extend((inst, req) for req in got)
+                pending[inst.id] = len(got)
             else:
                 ctx.progress()
                 yield InstanceResult(inst.id, [got])
         if not ready:
             return
+        done: dict[str, list[Record]] = {}
         with open_run_engine(ctx) as engine:
             for chunk in batches(ready, int(config.options.get("generate_batch", DEFAULT_BATCH))):
                 answers = engine.generate([req for _, req in chunk])
                 for (inst, req), completions in zip(chunk, answers, strict=True):
-                    recs = [self._record(engine, inst, req, c, config) for c in completions]
-                    ctx.progress()
-                    yield InstanceResult(inst.id, recs)
+                    done.setdefault(inst.id, []).extend(
+                        self._record(engine, inst, req, c, config) for c in completions)
+                    pending[inst.id] -= 1
+                    if pending[inst.id] == 0:  # the instance's last request: all its records
+                        ctx.progress()
+                        yield InstanceResult(inst.id, done.pop(inst.id))
 
     def _record(self, engine: Engine, inst: Instance, req: Request, c: Completion,
                 config: RunConfig) -> Record:
@@ -151,7 +176,7 @@ class Generate(ABC):
         head = completion_to_record(engine, req, c)
         tail: dict[str, Any] = {"arm": self.arm(config), "status": "error" if c.error else "ok",
                                 "model_spec": config.model, "generation_time_s": c.latency_s,
-                                **self.columns(inst, config, c)}
+                                **self.request_columns(inst, config, req), **self.columns(inst, config, c)}
         if self.layout:
             if set(self.layout) != set(tail):
                 raise ValueError(f"{type(self).__name__}.layout {self.layout} does not name the "

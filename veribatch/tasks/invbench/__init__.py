@@ -82,6 +82,9 @@ class InvBenchTask(Task):
             "runtime": "native",  # native | apptainer
             "image": "",  # apptainer image of the verifier
             "generate_batch": 16,
+            # ours (one request, loop-head markers, two-line answer) | wonda (wonda's prompt
+            # fetched at a pinned commit: one request per marker, body-start markers, JSON)
+            "prompt": "ours",
         }
 
     def default_sampling(self, config_model: str | None) -> dict[str, Any]:
@@ -109,6 +112,19 @@ class InvBenchTask(Task):
                 "verifier_invariants=upstream feeds back InvBench's Training/invariants.json, which "
                 f"only the training split has (dataset {config.dataset!r}); use --dataset training"
             )
+        from veribatch.tasks.invbench.prompt import PROMPTS
+
+        prompt = config.options.get("prompt", PROMPTS[0])
+        if prompt not in PROMPTS:
+            raise ValueError(f"prompt={prompt!r}: expected one of {', '.join(PROMPTS)}")
+        if prompt != PROMPTS[0] and config.model is None:
+            raise ValueError(f"prompt={prompt} applies to a model run (--model); the reference arm asks no model")
+        if prompt == PROMPTS[0]:  # the default is not recorded, so default runs keep their ids
+            config = replace(config, options={k: v for k, v in config.options.items() if k != "prompt"})
+        else:
+            from veribatch.tasks.invbench import wonda_prompt
+
+            wonda_prompt.load()  # fetched and checked at plan time: a bad file stops the run here
         for key in ("memory_mb", "cpu_limit_s"):
             value = config.options.get(key)
             if value not in (None, "") and float(value) <= 0:
@@ -127,9 +143,9 @@ class InvBenchTask(Task):
         return replace(config, verifier_version=verifier_for(config).version)
 
     def versions(self, config: RunConfig) -> dict[str, str]:
-        from veribatch.tasks.invbench.prompt import template_hash
+        from veribatch.tasks.invbench.prompt import prompt_version
 
-        return {"prompt": template_hash()} if config.model is not None else {}
+        return {"prompt": prompt_version(config.options.get("prompt", "ours"))} if config.model is not None else {}
 
     def stages(self, config: RunConfig) -> list[Stage]:
         from veribatch.tasks.invbench.stages import build_stages

@@ -12,6 +12,9 @@ or two different answers in one completion make the answer *unparsable*, recorde
 such.  The one inference it makes is a missing location when the program has exactly
 one marker — there is nothing to choose then.
 
+Under ``-o prompt=wonda`` the answer is wonda's JSON object instead, read by
+`parse_json_answer` (one request per marker, so the marker is known in advance).
+
 The reading is linear in the answer's length (string methods, and regular expressions only
 where they cannot backtrack over a long run), and an answer over `MAX_ANSWER_CHARS` is
 unparsable without being read: a model's answer never stalls the verify stage.
@@ -19,6 +22,7 @@ unparsable without being read: a model's answer never stalls the verify stage.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -129,3 +133,50 @@ def parse_answer(text: str, labels: list[int]) -> Answer | Unparsable:
     if label not in labels:
         return Unparsable(f"location {locs[0]!r} names no marker (markers: {labels})")
     return Answer(label, invs[0])
+
+
+# wonda's answer: one object on one line; its two values are a marker name and one C
+# expression, so a line longer than this is not an answer (checked before json.loads)
+MAX_JSON_CHARS = 8_192
+_JSON_FENCE = "```json"
+JSON_KEYS = frozenset({"marker", "content"})
+
+
+def parse_json_answer(text: str, target: int) -> Answer | Unparsable:
+    """wonda's answer format for marker `target`: a ```json fenced block holding one line, a
+    JSON object with exactly the keys ``marker`` and ``content`` (strings), ``marker`` equal
+    to ``INVARIANT_MARKER_<target>``.  Prose around the block is allowed, as wonda's own
+    reader allows it; anything else is `Unparsable` with the reason, never an exception."""
+    if len(text) > MAX_ANSWER_CHARS:
+        return Unparsable(f"answer of {len(text)} characters (at most {MAX_ANSWER_CHARS} are read)")
+    start = text.find(_JSON_FENCE)
+    if start < 0:
+        return Unparsable("no ```json block")
+    body_at = start + len(_JSON_FENCE)
+    end = text.find("```", body_at)
+    if end < 0:
+        return Unparsable("the ```json block is not closed")
+    body = text[body_at:end].strip()
+    if not body:
+        return Unparsable("the ```json block is empty")
+    if "\n" in body:
+        return Unparsable("the ```json block holds more than one line")
+    if len(body) > MAX_JSON_CHARS:
+        return Unparsable(f"JSON object of {len(body)} characters (at most {MAX_JSON_CHARS})")
+    try:
+        obj = json.loads(body)
+    except (ValueError, RecursionError) as e:
+        return Unparsable(f"not JSON: {e}")
+    if not isinstance(obj, dict):
+        return Unparsable(f"JSON {type(obj).__name__}, not an object")
+    if set(obj) != JSON_KEYS:
+        return Unparsable(f"keys {sorted(obj)}: expected exactly {sorted(JSON_KEYS)}")
+    marker, content = obj["marker"], obj["content"]
+    if not isinstance(marker, str) or not isinstance(content, str):
+        return Unparsable("marker and content must be strings")
+    want = f"INVARIANT_MARKER_{target}"
+    if marker.strip() != want:
+        return Unparsable(f"marker {marker[:80]!r} is not the target {want}")
+    if not content.strip():
+        return Unparsable("empty content")
+    return Answer(target, content.strip())

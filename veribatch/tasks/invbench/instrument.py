@@ -20,6 +20,18 @@ condition is evaluated (the cut point of the loop), so a condition with side eff
 
 A ``continue`` in S reaches CHECK again, as it reaches the head in the original loop.
 
+Placement ``body`` (``-o prompt=wonda``, `markers` placement ``body``) puts ψ where wonda's
+harness puts it: at the start of the loop body, reached each time the condition held
+(after any side effect of the condition)::
+
+    while (c) S          →  while (c) { CHECK; S }
+    for (i; c; n) S      →  for (i; c; n) { CHECK; S }
+    do S while (c)       →  do { CHECK; S } while (c)
+
+This is the check wonda makes: its d_a/d_b replace the body-start marker by
+``assert(ψ)``/``assume(ψ)`` (`if (!ψ) reach_error()` / `if (!ψ) abort()`).  It is a weaker
+claim than a head invariant: ψ need not hold when the loop exits.
+
 `instrument_all` does the same for a *set* of invariants q₁…qₙ at several loops (§5.4:
 all of a program's UAutomizer invariants supplied together): d_a asserts every ψᵢ at its
 loop head (the set is proved only if each of them holds), d_b assumes every one.
@@ -31,7 +43,7 @@ from dataclasses import dataclass
 
 from pycparser import c_ast
 
-from veribatch.tasks.invbench.markers import replace_node
+from veribatch.tasks.invbench.markers import Placement, insert_at_body_start, replace_node
 from veribatch.verifiers import cfront
 
 ERROR_FN = "reach_error"
@@ -135,25 +147,35 @@ def _prepare(program: str, labels: list[int], filename: str) -> tuple[c_ast.File
     return ast, {label: sites[label].node for label in labels}
 
 
-def instrument(program: str, label: int, predicate: c_ast.Node | str, *, filename: str = "<program>") -> Instrumented:
+def instrument(program: str, label: int, predicate: c_ast.Node | str, *, filename: str = "<program>",
+               placement: Placement = "head") -> Instrumented:
     """d_a's and d_b's programs for ψ (an expression node or validated C text) at loop `label`."""
-    return instrument_all(program, [(label, predicate)], filename=filename)
+    return instrument_all(program, [(label, predicate)], filename=filename, placement=placement)
 
 
 def instrument_all(
-    program: str, invariants: list[tuple[int, c_ast.Node | str]], *, filename: str = "<program>"
+    program: str, invariants: list[tuple[int, c_ast.Node | str]], *, filename: str = "<program>",
+    placement: Placement = "head",
 ) -> Instrumented:
     """d_a's and d_b's programs for a set of invariants (loop label, ψ); ψs of one loop are
-    conjoined.  ψs come bounded (`validation.validate`); a set whose conjunction is still too
-    deep for the recursive C parser and printer is refused, never a `RecursionError`."""
+    conjoined and checked at the loop head or at its body's start (`placement`).  ψs come
+    bounded (`validation.validate`); a set whose conjunction is still too deep for the
+    recursive C parser and printer is refused, never a `RecursionError`."""
     try:
-        return _instrument_all(program, invariants, filename=filename)
+        return _instrument_all(program, invariants, filename=filename, placement=placement)
     except RecursionError:
         raise InstrumentationError(f"{filename}: the invariants are nested too deeply to instrument") from None
 
 
+def _place(ast: c_ast.FileAST, loop: c_ast.Node, check: c_ast.Node, placement: Placement) -> None:
+    if placement == "body":
+        insert_at_body_start(loop, [check])
+    else:
+        replace_node(ast, loop, _loop_head(loop, check))
+
+
 def _instrument_all(
-    program: str, invariants: list[tuple[int, c_ast.Node | str]], *, filename: str
+    program: str, invariants: list[tuple[int, c_ast.Node | str]], *, filename: str, placement: Placement
 ) -> Instrumented:
     if not invariants:
         raise InstrumentationError(f"{filename}: no invariant to instrument")
@@ -193,11 +215,11 @@ def _instrument_all(
             setattr(parent, name, new)
     for label in labels:
         assert_psi = c_ast.If(_not(psi(label)), c_ast.Compound([_call(ERROR_FN)]), None)
-        replace_node(ast_a, loops_a[label], _loop_head(loops_a[label], assert_psi))
+        _place(ast_a, loops_a[label], assert_psi, placement)
 
     # d_b: the target stays; every ψ is assumed at its loop.
     ast_b, loops_b = _prepare(program, labels, filename)
     for label in labels:
         assume_psi = c_ast.If(_not(psi(label)), c_ast.Compound([_call("abort")]), None)
-        replace_node(ast_b, loops_b[label], _loop_head(loops_b[label], assume_psi))
+        _place(ast_b, loops_b[label], assume_psi, placement)
     return Instrumented(check_invariant=cfront.to_source(ast_a), use_invariant=cfront.to_source(ast_b))

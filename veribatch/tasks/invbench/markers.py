@@ -10,18 +10,26 @@ why a task is incorrect does not leak the verdict), re-printed with one line
 A marker stands for the loop *head*: the point reached on entry and after every
 iteration, before the loop condition is evaluated.  `tasks.invbench.instrument` puts ψ
 exactly there.
+
+Placement ``body`` (``-o prompt=wonda``) puts the marker where wonda's harness puts it:
+as the first statement of loop k's body (a body that is one statement is wrapped in a
+block), the point reached each time the loop condition has held.  The label k is the same
+loop number, so a body-start marker maps back to its loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 from pycparser import c_ast
 
 from veribatch.verifiers import cfront
 
 MARKER = "INVARIANT_MARKER_{k}"
+Placement = Literal["head", "body"]
+PLACEMENTS: tuple[Placement, ...] = ("head", "body")
 
 
 @dataclass(frozen=True)
@@ -66,13 +74,28 @@ def marker_call(label: int) -> c_ast.FuncCall:
     return c_ast.FuncCall(c_ast.ID(MARKER.format(k=label)), None)
 
 
-def mark(program: str, *, filename: str = "<program>") -> MarkedProgram:
-    """The program with ``INVARIANT_MARKER_k();`` before each loop; raises `cfront.CParseError`."""
+def insert_at_body_start(loop: c_ast.Node, stmts: list[c_ast.Node]) -> None:
+    """Make `stmts` the first statements of `loop`'s body (a While, For or DoWhile)."""
+    body = loop.stmt
+    if isinstance(body, c_ast.Compound):
+        body.block_items = [*stmts, *(body.block_items or [])]
+    else:
+        loop.stmt = c_ast.Compound([*stmts, body if body is not None else c_ast.EmptyStatement()])
+
+
+def mark(program: str, *, filename: str = "<program>", placement: Placement = "head") -> MarkedProgram:
+    """The program with ``INVARIANT_MARKER_k();`` before each loop (``head``) or as the first
+    statement of each loop's body (``body``); raises `cfront.CParseError`."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement {placement!r}: expected one of {', '.join(PLACEMENTS)}")
     ast = cfront.parse(program, filename=filename)
     sites = cfront.loop_sites(ast)
     scopes = {s.label: cfront.variables_in_scope(ast, s) for s in sites}
     for site in sites:
-        insert_before(ast, site.node, [marker_call(site.label)])
+        if placement == "body":
+            insert_at_body_start(site.node, [marker_call(site.label)])
+        else:
+            insert_before(ast, site.node, [marker_call(site.label)])
     return MarkedProgram(
         text=cfront.to_source(ast),
         labels=[s.label for s in sites],

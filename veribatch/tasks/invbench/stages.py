@@ -2,7 +2,9 @@
 
 - ``baseline`` (cpu): the verifier alone on each program under the budget — verdict, solve
   time (the per-instance timeout of ``verify``) and the invariants the verifier found.
-- ``generate`` (gpu, only with a model): one prompt per instance, `n_samples` completions.
+- ``generate`` (gpu, only with a model): one prompt per instance, `n_samples` completions;
+  under ``-o prompt=wonda`` one prompt per loop marker (markers at the body start), each
+  record carrying its ``marker`` label.
 - ``verify`` (cpu): each completion is parsed, validated and, if valid and new, decided by
   d_a ∥ d_b (`tasks.invbench.decision`).  Without a model the candidate is the set of
   verifier invariants of the program, supplied together (§5.4) — the baseline's own
@@ -42,11 +44,11 @@ from veribatch.tasks.base import (
     instance_dirname,
 )
 from veribatch.tasks.generate import ARM_MODEL, Generate
-from veribatch.tasks.invbench.answer import Answer, parse_answer
+from veribatch.tasks.invbench.answer import Answer, parse_answer, parse_json_answer
 from veribatch.tasks.invbench.decision import CandidateRun, run_candidates
 from veribatch.tasks.invbench.instrument import InstrumentationError, instrument_all
-from veribatch.tasks.invbench.markers import MarkedProgram, mark
-from veribatch.tasks.invbench.prompt import build_request, template_hash
+from veribatch.tasks.invbench.markers import MarkedProgram, Placement, mark
+from veribatch.tasks.invbench.prompt import build_request, build_wonda_requests, prompt_version
 from veribatch.tasks.invbench.to_scope import to_scope
 from veribatch.tasks.invbench.validation import Valid, validate
 from veribatch.tasks.verifier import query_cores, query_memory_mb, verifier_for
@@ -83,12 +85,22 @@ def _query(path: Path) -> Any:
     return Query(files=(path,), property="unreach-call", data_model="ILP32")
 
 
-def _marked(instance: Instance) -> MarkedProgram | str:
+def wonda(config: RunConfig) -> bool:
+    """``-o prompt=wonda``: wonda's prompt, markers and answers (`prompt`, `wonda_prompt`)."""
+    return config.options.get("prompt") == "wonda"
+
+
+def placement(config: RunConfig) -> Placement:
+    """Where markers stand and ψ is checked: wonda's body start, else our loop head."""
+    return "body" if wonda(config) else "head"
+
+
+def _marked(instance: Instance, where: Placement = "head") -> MarkedProgram | str:
     """The program with markers, or the front end's error message."""
     from veribatch.verifiers.cfront import CParseError
 
     try:
-        return mark(instance.payload["program"], filename=instance.payload["file"])
+        return mark(instance.payload["program"], filename=instance.payload["file"], placement=where)
     except CParseError as e:
         return str(e)
 
@@ -151,21 +163,36 @@ def run_baseline(instances: list[Instance], ctx: StageContext) -> Iterator[Insta
 
 
 class InvBenchGenerate(Generate):
-    """One prompt per program, its loops marked (`markers`); a program the C front end
-    rejects gets a ``program_parse_error`` record and no request."""
+    """One prompt per program, its loops marked (`markers`); under ``-o prompt=wonda`` one
+    per loop marker.  A program the C front end rejects gets a ``program_parse_error``
+    record and no request; so does a program without loops under ``prompt=wonda`` (there is
+    no marker to ask about: ``no_loop``)."""
 
     default_max_tokens = MAX_TOKENS
 
     def request(self, inst: Instance, config: RunConfig, sampling: Sampling,
-                upstream: list[Record]) -> Request | Record:
-        marked = _marked(inst)
+                upstream: list[Record]) -> Request | list[Request] | Record:
+        marked = _marked(inst, placement(config))
         if isinstance(marked, str):
             return {"arm": ARM_MODEL, "status": "program_parse_error", "error": marked,
-                    "model": config.model, "sample_index": -1}
-        return build_request(inst.id, marked.text, sampling)
+                    "model": config.model, "sample_index": -1, **({"marker": -1} if wonda(config) else {})}
+        if not wonda(config):
+            return build_request(inst.id, marked.text, sampling)
+        if not marked.labels:
+            return {"arm": ARM_MODEL, "status": "no_loop", "error": "the program has no loop to mark",
+                    "model": config.model, "sample_index": -1, "marker": -1}
+        return build_wonda_requests(inst.id, marked.text, marked.labels, sampling)
+
+    def request_key(self, config: RunConfig) -> tuple[str, ...]:
+        return ("marker",) if wonda(config) else ()
+
+    def request_columns(self, inst: Instance, config: RunConfig, request: Request) -> Record:
+        if not wonda(config):
+            return {}
+        return {"marker": int(request.id.rsplit("#marker", 1)[1])}
 
     def columns(self, inst: Instance, config: RunConfig, completion: Completion) -> Record:
-        return {"prompt_template": template_hash()}
+        return {"prompt_template": prompt_version(config.options.get("prompt", "ours"))}
 
 
 GENERATE = InvBenchGenerate()
@@ -189,6 +216,33 @@ class Candidate:
     problem_status: str = "unparsable"  # unparsable | engine_error | not_at_loop_head
     dropped: list[str] = field(default_factory=list)  # verifier invariants left out, and why
     pruned: list[str] = field(default_factory=list)  # parts out of scope removed (`to_scope`)
+    columns: Record = field(default_factory=dict)  # record columns of its own (wonda: marker, sample)
+
+
+def _candidates_from_wonda(gen: list[Record], labels: list[int]) -> list[Candidate]:
+    """One candidate per (marker, sample): the answer to the request about marker k is read as
+    wonda's JSON and, when its marker is k, is a candidate at loop k.  Candidates are
+    numbered 0.. in (marker, sample) order (``candidate_index``, what ``duplicate_of`` and
+    ``winner_index`` name); each record keeps its marker and sample index."""
+    out: list[Candidate] = []
+    for i, r in enumerate(sorted(gen, key=lambda r: (int(r.get("marker", -1)), int(r.get("sample_index", 0))))):
+        text = r.get("completion_text") or ""
+        marker = int(r["marker"]) if r.get("marker") is not None else -1
+        cols: Record = {"marker": marker, "sample_index": int(r.get("sample_index", -1)), "candidate_index": i}
+        if r.get("status") != "ok":
+            why = r.get("completion_error") or r.get("error")
+            out.append(Candidate(i, text, problem=f"{ENGINE_ERROR}: {why}", problem_status="engine_error", columns=cols))
+            continue
+        if marker not in labels:  # not one of this program's loops: the records do not fit it
+            out.append(Candidate(i, text, problem=f"marker {marker} is not a loop of the program (loops: {labels})",
+                                 columns=cols))
+            continue
+        parsed = parse_json_answer(text, marker)
+        if isinstance(parsed, Answer):
+            out.append(Candidate(i, text, [(parsed.label, parsed.predicate)], columns=cols))
+        else:
+            out.append(Candidate(i, text, problem=parsed.reason, columns=cols))
+    return out
 
 
 def _candidates_from_model(gen: list[Record], labels: list[int]) -> list[Candidate]:
@@ -322,13 +376,16 @@ def verify_instance(
         baseline_solved=bool(base["solved"]),
         baseline_time_s=baseline_time,
     )
-    marked = _marked(inst)
+    where = placement(config)
+    marked = _marked(inst, where)
     if isinstance(marked, str):
         return [{**head, "status": "program_parse_error", "error": marked}]
     if config.model:
         if not gen:
             return [{**head, "status": "generation_missing"}]
-        raw = _candidates_from_model(gen, marked.labels)
+        if wonda(config) and not marked.labels:
+            return [{**head, "status": "no_loop", "error": "the program has no loop to mark"}]
+        raw = (_candidates_from_wonda if wonda(config) else _candidates_from_model)(gen, marked.labels)
         # each request's own generation time (inference.types.Completion.latency_s); with N
         # samples the candidates exist once the request's last sample is done
         generation_time = max(float(r.get("generation_time_s") or 0.0) for r in gen)
@@ -351,7 +408,7 @@ def verify_instance(
     seen: dict[tuple[tuple[int, str], ...], int] = {}
     for cand in raw:
         rec: Record = {"kind": "candidate", "arm": arm, "split": inst.split, "model": head["model"],
-                       "sample_index": cand.index, "answer": cand.answer[:4000]}
+                       "sample_index": cand.index, "answer": cand.answer[:4000], **cand.columns}
         cand_recs.append(rec)
         if cand.problem is not None:
             rec.update(status=cand.problem_status, reason=cand.problem)
@@ -374,7 +431,7 @@ def verify_instance(
             continue
         seen[key] = cand.index
         try:
-            progs = instrument_all(program, valid, filename=inst.payload["file"])
+            progs = instrument_all(program, valid, filename=inst.payload["file"], placement=where)
         except InstrumentationError as e:
             rec.update(status="instrumentation_error", reason=str(e))
             continue
