@@ -78,6 +78,9 @@ def test_best_of_n_first_decisive_wins_and_the_rest_are_killed(z3, tmp_path: Pat
     # iterations); with the weak ψ d_b is as slow, with the strong one it is quick.
     weak = _candidate(tmp_path, "parity_split.c", 0, "i >= 0")
     strong = _candidate(tmp_path, "parity_split.c", 1, "e + o == i && i <= 100")
+    # what already ran under this pytest (other tests' fixtures, e.g. a session's `sh`/`cat`)
+    # is not this decision's to reap
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     runs = _decide(z3, tmp_path, [weak, strong], wall_s=60.0)
     assert strong.decision == "TRUE" and not strong.killed
     # not awaited: the weak d_b (~20 s alone) was cancelled, not run out -- said by its
@@ -90,7 +93,8 @@ def test_best_of_n_first_decisive_wins_and_the_rest_are_killed(z3, tmp_path: Pat
     )
 
     def left() -> list[psutil.Process]:
-        return [p for p in psutil.Process().children(recursive=True) if p.name() not in IDLE_NAMES]
+        return [p for p in psutil.Process().children(recursive=True)
+                if p.pid not in before and p.name() not in IDLE_NAMES]
 
     deadline = time.monotonic() + 10.0  # a killed tree takes a moment to be reaped under load
     while left() and time.monotonic() < deadline:
