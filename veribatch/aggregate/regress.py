@@ -47,6 +47,7 @@ import pandas as pd
 
 from veribatch.rundir.manifest import Manifest
 from veribatch.rundir.paths import RunDir, read_json
+from veribatch.rundir.shards import shard_of_ids
 
 from . import stats
 from .provenance import differences, provenance
@@ -280,13 +281,10 @@ def _load(run_dir: Path) -> _Side:
         tables = load_tables(run_dir)
     except ValueError as e:
         raise RegressError(str(e)) from None
-    ids = next(iter(records.values())).expected if records else []
-    shards = manifest.shards
-    n = len(ids)
-    shard_of = {}
-    for k in range(shards):  # launch's contiguous split of the sorted ids (docs/run-directory.md)
-        for i in ids[k * n // shards:(k + 1) * n // shards]:
-            shard_of[i] = k
+    try:  # the assignment frozen at plan time (contiguous or by cost: docs/run-directory.md)
+        shard_of = shard_of_ids(run_dir) if records else {}
+    except (OSError, ValueError, KeyError) as e:
+        raise RegressError(f"{run_dir}: unreadable shard index ({e})") from None
     prov = provenance(run_dir, manifest, {s: r.frame for s, r in records.items()})
     retried, first = retried_shards(run_dir, manifest)
     return _Side(run_dir, manifest, records, tables, prov, shard_of, retried, first)

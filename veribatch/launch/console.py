@@ -141,6 +141,16 @@ def describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
     out.print(f"{len(plan.instances)} instances{drawn}, dataset {plan.config.dataset!r}, "
               f"model {plan.config.model or '(reference arms)'}, executor {choice.executor}"
               + (f", profile {choice.profile}" if choice.profile else ""), highlight=False)
+    a = plan.assignment
+    if a is not None and a.source:
+        src = a.source
+        out.print(f"shards: spread by measured cost (longest first onto the least loaded shard): "
+                  f"{src.get('measured')} of {src.get('instances')} instance(s) measured, "
+                  f"stages {', '.join(src.get('stages') or [])}, from {src.get('file')} "
+                  f"(sha256 {str(src.get('sha256'))[:12]})", highlight=False, soft_wrap=True)
+    else:
+        out.print("shards: contiguous slices of the instances sorted by id (no per-instance "
+                  "costs measured)", highlight=False)
     from .executors import executor_class
 
     for line in executor_class(choice.executor).describe_plan(choice, plan):

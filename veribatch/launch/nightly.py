@@ -337,10 +337,10 @@ def _record_costs(suite: Suite, rd: RunDir, out: EntryOutcome) -> None:
     file that cannot be read or written costs the measurement, not the night's comparison."""
     import pyarrow as pa
 
-    from .measured import COSTS_FILE, CostsError, measure_run, record
+    from .measured import COSTS_FILE, CostsError, measure_instances, measure_run, record
 
     try:
-        record(suite.history / COSTS_FILE, measure_run(rd.root))
+        record(suite.history / COSTS_FILE, measure_run(rd.root), measure_instances(rd.root))
     except (OSError, CostsError, pa.ArrowException) as e:
         out.message = (out.message + "; " if out.message else "") + f"costs not recorded: {e}"
 
