@@ -18,8 +18,13 @@ File schema (``schema: 1``)::
         "shards": int,               # shards that ran instances
         "wall_s": float,             # per instance: the shards' wall time / instances run
         "cpu_s": float | null,       # per instance: the records' cpu_s columns, summed
-        "tokens_per_s": float | null,  # completion tokens / the shards' wall (load included)
-        "cpus_per_task": int}, ...],
+        "tokens_per_s": float | null,  # completion tokens / the shards' wall, less the
+                                       # engine loads they recorded (before those were
+                                       # recorded: load included)
+        "cpus_per_task": int,
+        "load_s": float | null},       # seconds per engine load the shards paid (their
+                                       # stats.json ``notes.engine_load_s``; null: none)
+     ...],
      "instance_s": {"TASK|STAGE|VERIFIER|MODEL": {instance id: float}, ...}}
 
 ``instance_s`` (optional; readers that predate it ignore it) holds per key the latest
@@ -30,9 +35,10 @@ Planning reads it to spread a run's slow instances over the shards (`expected_co
 so the map is bounded by the data set, not by the number of nights.
 
 Newest last; `MAX_PER_KEY` are kept per key.  A lookup takes the median of the last
-`LOOKUP_LAST` measurements of its key, so one odd night does not resize the next.  The
-engine's load time is not measured separately (no stage records it): sizing keeps the
-profile's load figures, and a measured `tokens_per_s` includes the loads it paid.
+`LOOKUP_LAST` measurements of its key, so one odd night does not resize the next.  A
+measured `load_s` replaces the profile's load estimate (weights at ``load_gb_per_s`` +
+the engine start-up) in sizing.  Fields this version does not know are ignored on
+reading, so a later writer's additions do not make the file unreadable here.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +86,7 @@ class Measurement:
     cpu_s: float | None
     tokens_per_s: float | None
     cpus_per_task: int
+    load_s: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -95,10 +102,16 @@ class Measured:
     tokens_per_s: float | None
     runs: tuple[str, ...]
     instances: int
+    load_s: float | None = None
+    load_runs: int = 0
 
     def describe(self) -> str:
         return (f"measured: {self.wall_s:.3g} s per instance over {self.instances} instance(s) "
                 f"of {len(self.runs)} run(s) ({', '.join(self.runs[-2:])})")
+
+    def describe_load(self) -> str:
+        return (f"measured: {self.load_s:.3g} s per engine load, median of {self.load_runs} "
+                f"run(s) ({', '.join(self.runs[-2:])})")
 
 
 def key_of(config: Any, stage: str) -> tuple[str, str, str, str]:
@@ -116,8 +129,8 @@ def measure_run(run_dir: Path) -> list[Measurement]:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     out = []
     for st in manifest.task_stages:
-        wall = ran = shards = 0
-        cpu, tokens, have_cpu, have_tokens = 0.0, 0.0, False, False
+        wall = ran = shards = loads = 0
+        cpu, tokens, have_cpu, have_tokens, load_s = 0.0, 0.0, False, False, 0.0
         for k in range(manifest.shards):
             if not rd.done(st.name, k).exists():
                 continue
@@ -129,6 +142,10 @@ def measure_run(run_dir: Path) -> list[Measurement]:
             if n <= 0:
                 continue
             wall += float(stats.get("wall_s") or 0.0)
+            paid = (stats.get("notes") or {}).get("engine_load_s")
+            if isinstance(paid, int | float) and paid > 0:  # 0: an engine loaded before
+                loads += 1
+                load_s += float(paid)
             ran += n
             shards += 1
             table = pq.read_table(rd.records(st.name, k))
@@ -148,8 +165,10 @@ def measure_run(run_dir: Path) -> list[Measurement]:
             run_dir=str(Path(run_dir).resolve()), dataset=str(manifest.config.get("dataset") or ""), recorded=now, instances=ran,
             shards=shards, wall_s=round(wall / ran, 4),
             cpu_s=round(cpu / ran, 4) if have_cpu else None,
-            tokens_per_s=round(tokens / wall, 2) if have_tokens and wall > 0 else None,
-            cpus_per_task=int(st.get("cpus_per_task", 1) or 1)))
+            tokens_per_s=(round(tokens / (wall - load_s), 2)
+                          if have_tokens and wall - load_s > 0 else None),
+            cpus_per_task=int(st.get("cpus_per_task", 1) or 1),
+            load_s=round(load_s / loads, 3) if loads else None))
     return out
 
 
@@ -163,7 +182,9 @@ def _read(path: Path) -> tuple[list[Measurement], dict[str, dict[str, float]]]:
             raise CostsError(f"{path}: schema {data.get('schema')!r}, expected {SCHEMA}")
         per = {str(k): {str(i): float(s) for i, s in v.items()}
                for k, v in (data.get("instance_s") or {}).items()}
-        return [Measurement(**m) for m in data["measurements"]], per
+        known = {f.name for f in fields(Measurement)}
+        return [Measurement(**{k: v for k, v in m.items() if k in known})
+                for m in data["measurements"]], per
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         if isinstance(e, CostsError):
             raise
@@ -288,10 +309,12 @@ def lookup(path: Path | None, key: tuple[str, str, str, str]) -> Measured | None
         return None
     cpu = [m.cpu_s for m in ms if m.cpu_s is not None]
     tps = [m.tokens_per_s for m in ms if m.tokens_per_s]
+    loads = [m.load_s for m in ms if m.load_s]
     return Measured(wall_s=statistics.median(m.wall_s for m in ms),
                     cpu_s=statistics.median(cpu) if cpu else None,
                     tokens_per_s=statistics.median(tps) if tps else None,
-                    runs=tuple(m.run_id for m in ms), instances=sum(m.instances for m in ms))
+                    runs=tuple(m.run_id for m in ms), instances=sum(m.instances for m in ms),
+                    load_s=statistics.median(loads) if loads else None, load_runs=len(loads))
 
 
 def costs_path() -> Path | None:
@@ -320,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{run}: {m.stage}: {m.instances} instance(s), {m.wall_s:.3g} s wall"
                   + (f", {m.cpu_s:.3g} s CPU" if m.cpu_s is not None else "")
                   + (f", {m.tokens_per_s:.3g} tokens/s" if m.tokens_per_s else "")
-                  + " per instance")
+                  + " per instance"
+                  + (f"; {m.load_s:.3g} s per engine load" if m.load_s else ""))
     return 0
 
 
