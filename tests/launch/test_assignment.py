@@ -57,20 +57,27 @@ def test_slow_instances_go_to_different_shards_and_the_largest_shard_shrinks(
     assert max(spread) < max(round_robin) and max(spread) < max(contiguous), (
         spread, round_robin, contiguous)
     assert max(spread) == 22.0 and max(round_robin) == 60.0 and max(contiguous) == 41.0
+    assert plan.assignment.source["expected_max_shard_s"] == {"contiguous": 41.0, "lpt": 22.0}
 
     # deterministic: the same inputs give the same shards, whatever order they come in
     assert lpt(list(reversed(IDS)), cost, SHARDS) == shards
     assert _shard_ids(plan_run("selftest", shards=SHARDS)) == shards
 
 
-def test_a_costs_file_without_per_instance_costs_keeps_the_contiguous_cut(
+def test_without_per_instance_costs_or_a_real_tail_the_contiguous_cut_stays(
         tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "costs.json"
     measured.record(path, [])
     monkeypatch.setenv(measured.COSTS_ENV, str(path))
     plan = plan_run("selftest", shards=SHARDS)
+    assert plan.assignment.method == CONTIGUOUS and plan.assignment.source is None
+    assert _shard_ids(plan) == [IDS[k * 3:(k + 1) * 3] for k in range(SHARDS)]
+    # costs within a few per cent of each other (one night's jitter): no reshuffle
+    _costs_file(path, [5], factor=1.05)
+    plan = plan_run("selftest", shards=SHARDS)
     assert plan.assignment.method == CONTIGUOUS
     assert _shard_ids(plan) == [IDS[k * 3:(k + 1) * 3] for k in range(SHARDS)]
+    assert plan.assignment.source["expected_max_shard_s"]["contiguous"] == 3.05
 
 
 def test_the_assignment_is_frozen_so_resume_under_changed_costs_finds_the_same_shards(
@@ -119,3 +126,17 @@ def test_the_assignment_is_frozen_so_resume_under_changed_costs_finds_the_same_s
     assert set(per) == {key} and set(per[key]) == set(IDS)   # `check` records no time
     assert measured.main([str(tmp_path / "next.json"), str(rd)]) == 0
     assert measured.read_instance_costs(tmp_path / "next.json") == per
+
+
+def test_an_unreadable_costs_file_keeps_the_contiguous_cut_and_says_why(
+        tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "costs.json"
+    path.write_text("{not json")
+    monkeypatch.setenv(measured.COSTS_ENV, str(path))
+    plan = plan_run("selftest", shards=SHARDS)
+    assert plan.assignment.method == CONTIGUOUS
+    assert "unreadable measured-costs file" in plan.assignment.source["error"]
+    r = launch("selftest", "--shards", str(SHARDS), "--runs-dir", str(tmp_path / "runs"),
+               "--dry-run", env={measured.COSTS_ENV: str(path)})
+    assert r.returncode == 0, r.stderr
+    assert "the costs file was not used" in r.stdout and "costs.json" in r.stdout, r.stdout

@@ -8,7 +8,10 @@ in one shard, whose element then runs long after the others are idle.  Then the
 instances are assigned longest-processing-time-first (LPT): by expected cost, largest
 first (ties by id), each to the shard with the least expected cost so far (ties: fewer
 instances, then the lower index) — Graham's greedy, within 4/3 of the best makespan.
-Instances no run measured count as the median of the measured ones.
+Instances no run measured count as the median of the measured ones.  The spread is used
+only where it shortens the expected longest shard by at least `MIN_GAIN` over the
+contiguous cut: instances of about equal cost keep the contiguous shards, so that noise in
+the measurements does not move instances between shards from one night to the next.
 
 The assignment is a pure function of the sorted ids, the shard count and the costs, and
 it is frozen at plan time: instances.jsonl holds each shard's instances together (sorted
@@ -27,6 +30,8 @@ from typing import Any
 
 CONTIGUOUS = "contiguous-by-sorted-id"
 LPT = "lpt-by-measured-cost"
+MIN_GAIN = 0.1
+"""The spread by cost must make the expected longest shard this much shorter (10 %)."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +40,7 @@ class Assignment:
 
     method: str
     shards: tuple[tuple[str, ...], ...]
-    source: Mapping[str, Any] | None = None   # {"file", "sha256", "stages", "measured"}
+    source: Mapping[str, Any] | None = None   # {"file", "sha256", "stages", "measured", ...}
 
     def bounds(self) -> list[tuple[int, int]]:
         """Each shard's slice of the instance list written in shard order."""
@@ -78,14 +83,22 @@ def lpt(ids: Sequence[str], cost: Mapping[str, float], shards: int) -> list[list
 
 def assign(ids: Sequence[str], shards: int, measured: Mapping[str, float] | None,
            source: Mapping[str, Any] | None = None) -> Assignment:
-    """LPT where any of `ids` has a measured cost (and there is more than one shard),
-    else contiguous.  `ids` sorted; `source` is recorded with an LPT assignment."""
+    """LPT where any of `ids` has a measured cost, there is more than one shard and the
+    expected longest shard gets at least `MIN_GAIN` shorter; else contiguous.  `ids` sorted;
+    `source` (where the costs came from) is recorded, with both expected longest shards."""
     hits = sum(1 for i in ids if i in (measured or {}))
     if shards <= 1 or not measured or not hits:
         return contiguous(ids, shards)
-    parts = lpt(ids, filled_costs(ids, measured), shards)
-    return Assignment(LPT, tuple(tuple(p) for p in parts),
-                      {**(source or {}), "measured": hits, "instances": len(ids)})
+    cost = filled_costs(ids, measured)
+    cut = contiguous(ids, shards)
+    parts = lpt(ids, cost, shards)
+    cut_max = max(shard_costs(cut, cost))
+    lpt_max = max(sum(cost[i] for i in p) for p in parts)
+    info = {**(source or {}), "measured": hits, "instances": len(ids),
+            "expected_max_shard_s": {"contiguous": round(cut_max, 3), "lpt": round(lpt_max, 3)}}
+    if lpt_max > (1 - MIN_GAIN) * cut_max:
+        return Assignment(CONTIGUOUS, cut.shards, info)
+    return Assignment(LPT, tuple(tuple(p) for p in parts), info)
 
 
 def shard_costs(assignment: Assignment, cost: Mapping[str, float]) -> list[float]:

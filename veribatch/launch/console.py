@@ -141,13 +141,24 @@ def describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
     out.print(f"{len(plan.instances)} instances{drawn}, dataset {plan.config.dataset!r}, "
               f"model {plan.config.model or '(reference arms)'}, executor {choice.executor}"
               + (f", profile {choice.profile}" if choice.profile else ""), highlight=False)
+    from .assignment import LPT, MIN_GAIN
+
     a = plan.assignment
-    if a is not None and a.source:
+    if a is not None and a.source and a.source.get("error"):
+        out.print(f"shards: contiguous slices of the instances sorted by id; the costs file "
+                  f"was not used: {a.source['error']}", highlight=False, soft_wrap=True)
+    elif a is not None and a.source:
         src = a.source
-        out.print(f"shards: spread by measured cost (longest first onto the least loaded shard): "
-                  f"{src.get('measured')} of {src.get('instances')} instance(s) measured, "
-                  f"stages {', '.join(src.get('stages') or [])}, from {src.get('file')} "
-                  f"(sha256 {str(src.get('sha256'))[:12]})", highlight=False, soft_wrap=True)
+        exp = src.get("expected_max_shard_s") or {}
+        how = ("spread by measured cost (longest first onto the least loaded shard)"
+               if a.method == LPT else
+               f"contiguous slices of the instances sorted by id (a spread by cost would gain "
+               f"less than {MIN_GAIN:.0%})")
+        out.print(f"shards: {how}: expected longest shard {exp.get('contiguous')} s contiguous, "
+                  f"{exp.get('lpt')} s spread; {src.get('measured')} of {src.get('instances')} "
+                  f"instance(s) measured, stages {', '.join(src.get('stages') or [])}, from "
+                  f"{src.get('file')} (sha256 {str(src.get('sha256'))[:12]})",
+                  highlight=False, soft_wrap=True)
     else:
         out.print("shards: contiguous slices of the instances sorted by id (no per-instance "
                   "costs measured)", highlight=False)

@@ -254,14 +254,13 @@ def _assigned(instances: list[Instance], config: RunConfig, stages: list[str],
     ids = [i.id for i in instances]
     try:
         expected = expected_costs(path, config.to_json(), stages)
-    except CostsError as e:
-        raise PlanError(str(e)) from None
-    if expected is None:
-        a = contiguous(ids, config.shards)
+    except CostsError as e:  # the spread is an optimisation: the run goes on, and says why
+        cut = contiguous(ids, config.shards)
+        a = Assignment(cut.method, cut.shards, {"file": str(path), "error": str(e)})
     else:
-        a = assign(ids, config.shards, expected.seconds,
-                   {"file": expected.file, "sha256": expected.sha256,
-                    "stages": list(expected.stages)})
+        a = contiguous(ids, config.shards) if expected is None else assign(
+            ids, config.shards, expected.seconds,
+            {"file": expected.file, "sha256": expected.sha256, "stages": list(expected.stages)})
     by_id = {i.id: i for i in instances}
     return {"instances": [by_id[i] for ids_k in a.shards for i in ids_k], "assignment": a}
 
