@@ -160,8 +160,9 @@ def describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
                   f"{src.get('file')} (sha256 {str(src.get('sha256'))[:12]})",
                   highlight=False, soft_wrap=True)
     else:
-        out.print("shards: contiguous slices of the instances sorted by id (no per-instance "
-                  "costs measured)", highlight=False)
+        out.print("shards: contiguous slices of the instances sorted by id ("
+                  + ("one shard" if plan.shards == 1 else "no per-instance costs measured")
+                  + ")", highlight=False)
     from .executors import executor_class
 
     for line in executor_class(choice.executor).describe_plan(choice, plan):
