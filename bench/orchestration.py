@@ -21,6 +21,16 @@ Figures are printed, never asserted.  Examples:
     export SLURM_CONF=/tmp/veribatch-slurm-multi/etc/slurm.conf
     python bench/orchestration.py selftest --dataset large --shards 1000 --timeout-s 600
     python bench/orchestration.py invbench --dataset easy:../shared/data/invbench --shards 64
+
+`spread` (no cluster needed) is the tail of slow instances, per shard: the instances of run B
+(default A) assigned by the per-instance costs measured in run A (`launch.measured`) —
+contiguous by id (the assignment without measurements), round-robin, and longest first
+onto the least loaded shard (`launch.assignment`, what planning does with a costs file) —
+each shard's cost then taken from what B itself measured (out of sample when B is not A;
+an instance A did not measure counts as A's median).  It prints max/mean shard cost, the
+makespan over the perfect balance:
+
+    python bench/orchestration.py spread RUN_A [--on RUN_B] [--shards S]
 """
 
 from __future__ import annotations
@@ -77,7 +87,61 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
+def spread(argv: list[str]) -> int:
+    """max/mean shard cost of run B's instances under three assignments (module docstring)."""
+    sys.path.insert(0, str(REPO))
+    from veribatch.launch.assignment import assign, contiguous, filled_costs, lpt
+    from veribatch.launch.measured import measure_instances
+    from veribatch.rundir.instances import instance_ids
+
+    ap = argparse.ArgumentParser(prog="orchestration.py spread")
+    ap.add_argument("costs_from", type=Path)
+    ap.add_argument("--on", type=Path, default=None)
+    ap.add_argument("--shards", type=int, default=None)
+    a = ap.parse_args(argv)
+    on = a.on or a.costs_from
+
+    def totals(run: Path) -> dict[str, float]:
+        per: dict[str, float] = {}
+        for v in measure_instances(run).values():  # summed over the run's stages
+            for i, sec in v.items():
+                per[i] = per.get(i, 0.0) + sec
+        return per
+
+    ids = sorted(instance_ids(on))
+    truth = totals(on)
+    missing = [i for i in ids if i not in truth]
+    if missing:
+        print(f"{on}: {len(missing)} instance(s) without a measured cost, e.g. {missing[:3]}")
+        return 2
+    known = totals(a.costs_from)
+    from veribatch.rundir.manifest import Manifest
+
+    shards = a.shards or Manifest.read(on).shards
+    predicted = filled_costs(ids, known)
+    ways = {"contiguous": [list(s) for s in contiguous(ids, shards).shards],
+            "round-robin": [ids[k::shards] for k in range(shards)],
+            "lpt": lpt(ids, predicted, shards)}
+    planned = assign(ids, shards, known)  # what planning with A's costs would choose
+    mean = sum(truth.values()) / shards
+    hits = sum(1 for i in ids if i in known)
+    print(f"shard cost spread: {len(ids)} instance(s) of {on} on {shards} shard(s), "
+          f"costs predicted from {a.costs_from} ({hits} measured there), each shard's cost "
+          f"measured in {on}: sum {sum(truth.values()):.1f} s, mean {mean:.1f} s per shard, "
+          f"slowest instance {max(truth.values()):.1f} s")
+    for name, parts in ways.items():
+        cost = [sum(truth[i] for i in p) for p in parts]
+        print(f"  {name:12} max {max(cost):8.1f} s  min {min(cost):8.1f} s  "
+              f"max/mean {max(cost) / mean:5.2f}")
+    rr = max(sum(truth[i] for i in p) for p in ways["round-robin"])
+    lp = max(sum(truth[i] for i in p) for p in ways["lpt"])
+    print(f"  lpt/round-robin max shard cost {lp / rr:.2f}; planning would use: {planned.method}")
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["spread"]:
+        return spread(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("task")
     ap.add_argument("--dataset", default=None)

@@ -11,7 +11,17 @@ import pandas as pd
 import pytest
 
 from tests.support.cli import launch
-from veribatch.aggregate.regress import Thresholds, _classify, compare_table, verdict_class
+from veribatch.aggregate.regress import (
+    RecordChange,
+    RegressReport,
+    StageSummary,
+    Thresholds,
+    _classify,
+    apply_retimes,
+    compare_table,
+    retime_candidates,
+    verdict_class,
+)
 from veribatch.aggregate.render import read_sidecar, write_table
 from veribatch.aggregate.table import Metric, Plot, Table
 
@@ -169,3 +179,64 @@ def test_time_rule_a_retried_shard_or_a_time_within_spread_is_noise() -> None:
                      spread=[0.15, 0.15, 0.16])[0] == "same"
     # too few clean timings for a spread: the fixed rule
     assert _classify(small, {**small, "t": 1.2}, DECL, Thresholds(), spread=[0.6, 0.61])[0] == "same"
+
+
+def _flagged(base_t: float, cur_t: float, spread: list[float] | None = None) -> RegressReport:
+    """A comparison that flagged one record `slower` on the night's single timing."""
+    b, c = {"v": "TRUE", "t": base_t, "lim": 60}, {"v": "TRUE", "t": cur_t, "lim": 60}
+    kind, info = _classify(b, c, DECL, Thresholds(), spread=spread)
+    assert kind == "slower", info
+    report = RegressReport(base={}, current={}, thresholds={})
+    report.stages = [StageSummary("verify", dict(DECL), compared=1, counts={"slower": 1})]
+    report.records = [RecordChange("verify", "p1", {}, kind, **info)]
+    return report
+
+
+def test_retiming_clears_a_one_off_and_keeps_a_real_slowdown() -> None:
+    """The false alarm of one timing (0.14 s -> 1.45 s): re-timed twice at 0.15 s it is a
+    one-off (noisy, exit 0); a real 2x slowdown re-times as slow and stays a regression."""
+    th = Thresholds()
+    noisy = _flagged(0.14, 1.45)
+    key = noisy.records[0].record_key
+    apply_retimes(noisy, {key: [0.15, 0.16]}, th)
+    (c,) = noisy.records
+    assert c.kind == "noisy" and c.retimed == [0.15, 0.16] and "within the rule" in c.note
+    assert noisy.exit_code == 0 and noisy.stages[0].counts == {"noisy": 1}
+    assert any("re-timing: 1 slower record(s)" in n for n in noisy.notes)
+
+    real = _flagged(1.0, 2.5)
+    apply_retimes(real, {real.records[0].record_key: [2.4, 2.6]}, th)
+    (c,) = real.records
+    assert c.kind == "slower" and c.retimed == [2.4, 2.6] and "still beyond" in c.note
+    assert real.exit_code == 1 and real.stages[0].counts == {"slower": 1}
+
+    # the median decides, not the best run: one fast re-run of two slow ones is not enough
+    mixed = _flagged(1.0, 2.5)
+    apply_retimes(mixed, {mixed.records[0].record_key: [0.9, 2.6, 2.7]}, th)
+    assert mixed.records[0].kind == "slower"
+
+    # judged by the spread rule where the record was: 2.0-3.1 s on earlier nights
+    spread = _flagged(2.0, 7.0, spread=[2.0, 3.1, 2.2])
+    apply_retimes(spread, {spread.records[0].record_key: [3.0, 3.2]}, th)
+    assert spread.records[0].kind == "noisy"
+    spread = _flagged(2.0, 7.0, spread=[2.0, 3.1, 2.2])
+    apply_retimes(spread, {spread.records[0].record_key: [6.5, 7.2]}, th)
+    assert spread.records[0].kind == "slower"
+
+    # not re-timed (no timings, or the re-run failed): the flag stands, saying why
+    left = _flagged(0.14, 1.45)
+    apply_retimes(left, {}, th, failed={("verify", "p1"): "a gpu stage is not re-run"})
+    assert left.records[0].kind == "slower" and left.records[0].retimed is None
+    assert "re-timing failed: a gpu stage" in left.records[0].note
+
+
+def test_retime_candidates_are_bounded() -> None:
+    report = RegressReport(base={}, current={}, thresholds={})
+    report.records = [RecordChange("verify", f"p{i:02d}", {}, "slower") for i in range(30)]
+    report.records.append(RecordChange("verify", "q", {}, "lost"))
+    assert len(retime_candidates(report, Thresholds())) == 20
+    assert [c.instance_id for c in retime_candidates(report, Thresholds(retime_max=3))] == \
+        ["p00", "p01", "p02"]
+    assert retime_candidates(report, Thresholds(retime_k=0)) == []
+    with pytest.raises(ValueError, match="retime_k"):
+        Thresholds(retime_k=-1)

@@ -242,3 +242,70 @@ def test_an_unreadable_costs_file_costs_the_measurement_not_the_night(tmp_path: 
     entry = _night(hist, "2026-05-01")["entries"]["self"]
     assert entry["status"] == "complete" and "costs not recorded" in entry["message"]
     assert "unreadable measured-costs file" in entry["message"] and "costs.json" in entry["message"]
+
+
+@pytest.mark.slow  # three `launch nightly` processes with re-timings, ~1 min
+def test_flagged_instances_are_retimed_a_one_off_is_cleared_a_real_slowdown_stays(
+        tmp_path: Path) -> None:
+    """Re-timing within the night, on real runs.  Night 2 has no change, but one `work`
+    process is stopped for 2.5 s mid-instance (SIGSTOP, as a descheduled or swapped-out
+    process is): that instance's single timing is 3x+ its reference, flagged `slower`,
+    re-timed twice by `launch nightly` at its usual time and cleared (noisy, exit 0).
+    Night 3 makes the work 2x slower on purpose: re-timed, it stays slower (exit 1), and
+    only `retime_max` instances are re-timed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    hist = tmp_path / "hist"
+    th = {"time_factor": 1.5, "min_time_s": 0.3, "retime_max": 2}
+    run = {"name": "self", "task": "selftest", "shards": 2, "limit": 6,
+           "options": {"sleep_s": 1.0}}
+    suite = tmp_path / "s" / "retime.yaml"
+    suite.parent.mkdir(parents=True)
+    suite.write_text(yaml.safe_dump({"executor": "local", "history": str(hist),
+                                     "thresholds": th, "runs": [run]}))
+    r = launch("nightly", str(suite), "--night", "2026-06-01")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    night = "2026-06-02"
+    sdir = hist / "nights" / night / "self" / "shards" / "work" / "0"
+    p = subprocess.Popen([sys.executable, "-m", "veribatch", "nightly", str(suite), "--night", night],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        ledger, attempt = sdir / "ledger.jsonl", sdir / "attempt.json"
+        if ledger.exists() and len(ledger.read_text().splitlines()) >= 2 and attempt.exists():
+            time.sleep(0.3)  # inside the next instance's 1 s of work
+            pid = json.loads(attempt.read_text())["pid"]  # our own worker
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(2.5)
+            os.kill(pid, signal.SIGCONT)
+            break
+        time.sleep(0.05)
+    out, _ = p.communicate(timeout=300)
+    report = json.loads((hist / "nights" / night / "regress" / "self.json").read_text())
+    retimed = [c for c in report["records"] if c["retimed"]]
+    assert len(retimed) == 1 and retimed[0]["kind"] == "noisy", report["records"]
+    (c,) = retimed
+    assert c["current_time_s"] >= 2.5 and len(c["retimed"]) == 2  # stopped 2.5 s in its sleep
+    assert all(0.9 <= t < 1.5 for t in c["retimed"]), c   # its usual 1 s
+    assert "within the rule" in c["note"] and "slower" not in {x["kind"] for x in report["records"]}
+    assert p.returncode == 0 and report["exit_code"] == 0, out
+    assert (hist / "nights" / night / "retime" / "self" / "result.json").is_file()
+
+    # the work made 2x slower on purpose: flagged, re-timed (at most retime_max), kept
+    slow = tmp_path / "slow" / "retime.yaml"
+    slow.parent.mkdir(parents=True)
+    slow.write_text(yaml.safe_dump({"executor": "local", "history": str(hist), "thresholds": th,
+                                    "runs": [{**run, "options": {"sleep_s": 2.0}}]}))
+    r = launch("nightly", str(slow), "--night", "2026-06-03")
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = json.loads((hist / "nights" / "2026-06-03" / "regress" / "self.json").read_text())
+    slower = [c for c in report["records"] if c["kind"] == "slower"]
+    assert len(slower) >= 5, report["records"]  # all six but night 2's stopped one (~3 s there)
+    retimed = [c for c in slower if c["retimed"]]
+    assert len(retimed) == 2 and all(t >= 1.9 for c in retimed for t in c["retimed"]), retimed
+    assert all("still beyond the rule" in c["note"] for c in retimed)

@@ -286,6 +286,10 @@ def test_a_smaller_generate_stage_than_verify_completes_on_slurm(slurm_cluster, 
     said = [re.search(r"generate: shards \[(.*)\] ran with (\d+) engine load", p.read_text()).groups()
             for p in logs]
     assert sorted(said) == [("0, 1", "1"), ("2, 3", "1")], said  # one load per element
+    # ...and each element's stats say so: the first shard paid the load, the second reused it
+    loads = [json.loads((rd / "shards" / "generate" / str(k) / "stats.json").read_text())
+             ["notes"]["engine_load_s"] for k in range(4)]
+    assert loads[0] > 0 and loads[2] > 0 and loads[1] == loads[3] == 0.0, loads
     parts = _sacct_partitions([s["array_id"] for s in all_subs])
     assert parts[g] == {"gpu"} and parts[base] == {"cpu"}, parts
     assert all(parts[s["array_id"]] == {"cpu"} for s in verify), parts

@@ -17,7 +17,7 @@ Two levels, both driven by what the task declared, never by its name:
   | slower | time × `time_factor` or more (and `min_time_s` more), same verdict | regression |
   | gained / fixed_error / faster | the reverse of lost / new_error / slower | improvement |
   | flapping | lost or slower, but BASE and CURRENT were both near their time limits | neither |
-  | noisy | slower, but within the instance's own spread over earlier nights, or either side's shard was retried (a requeued or resumed element) | neither |
+  | noisy | slower, but within the instance's own spread over earlier nights, or either side's shard was retried (a requeued or resumed element), or re-timed within the rule (`apply_retimes`) | neither |
   | changed / new_record | another change of verdict, or a record only CURRENT has | neither |
 
 - **Per table cell** (each table's `index` and `metrics`, read from the sidecars
@@ -31,12 +31,20 @@ Two levels, both driven by what the task declared, never by its name:
 
 Runs of different tasks or different dataset content are refused (`Refused`); every other
 difference of configuration is listed (see `aggregate.provenance`).
+
+A `slower` record rests on one timing of CURRENT.  Where the caller can run the stage
+again (`launch nightly` re-runs the flagged instances' CPU stage, same inputs, `retime_k`
+more times, at most `retime_max` instances: `launch.retime`), `apply_retimes` judges the
+median of those re-timings by the same rule: still beyond it, the record stays `slower`;
+within it, the single timing was a one-off and the record is `noisy`.  Either way the
+record carries the re-timings (`retimed`).  This module only judges: it runs nothing.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -47,6 +55,7 @@ import pandas as pd
 
 from veribatch.rundir.manifest import Manifest
 from veribatch.rundir.paths import RunDir, read_json
+from veribatch.rundir.shards import shard_of_ids
 
 from . import stats
 from .provenance import differences, provenance
@@ -87,6 +96,10 @@ class Thresholds:
     # (0.5 s: two unchanged SLURM runs of the shipped sample on the loaded 2-core machine
     # timed one 0.15 s program at 0.31 s; a tight spread of three quiet nights would call it)
     spread_min_nights: int = 3      # clean timings (BASE and earlier nights) needed for a spread
+    # Re-timing a `slower` record's instance (where the caller can: `launch nightly`): this
+    # many more runs, for at most this many instances per comparison (0: no re-timing).
+    retime_k: int = 2
+    retime_max: int = 20
 
     def __post_init__(self) -> None:
         if self.time_factor <= 1.0:
@@ -101,6 +114,9 @@ class Thresholds:
             raise ValueError(f"spread_min_nights must be >= 2, got {self.spread_min_nights}")
         if self.min_time_s < 0:
             raise ValueError(f"min_time_s must be >= 0, got {self.min_time_s}")
+        if self.retime_k < 0 or self.retime_max < 0:
+            raise ValueError(f"retime_k and retime_max must be >= 0, got {self.retime_k}, "
+                             f"{self.retime_max}")
         if self.metric_tolerance is not None and self.metric_tolerance < 0:
             raise ValueError(f"metric_tolerance must be >= 0, got {self.metric_tolerance}")
 
@@ -120,6 +136,12 @@ class RecordChange:
     note: str = ""
     retried: str = ""             # "BASE"/"CURRENT"/"both": whose shard ran more than once
     spread_s: list[float] | None = None  # the clean times the spread rule judged against
+    retimed: list[float] | None = None   # CURRENT's re-timings of a flagged instance (`apply_retimes`)
+
+    @property
+    def record_key(self) -> tuple[str, str, tuple[tuple[str, Any], ...]]:
+        """(stage, instance id, record key items): what a re-timing is matched on."""
+        return (self.stage, self.instance_id, tuple(sorted(self.key.items())))
 
 
 @dataclass
@@ -280,13 +302,10 @@ def _load(run_dir: Path) -> _Side:
         tables = load_tables(run_dir)
     except ValueError as e:
         raise RegressError(str(e)) from None
-    ids = next(iter(records.values())).expected if records else []
-    shards = manifest.shards
-    n = len(ids)
-    shard_of = {}
-    for k in range(shards):  # launch's contiguous split of the sorted ids (docs/run-directory.md)
-        for i in ids[k * n // shards:(k + 1) * n // shards]:
-            shard_of[i] = k
+    try:  # the assignment frozen at plan time (contiguous or by cost: docs/run-directory.md)
+        shard_of = shard_of_ids(run_dir) if records else {}
+    except (OSError, ValueError, KeyError) as e:
+        raise RegressError(f"{run_dir}: unreadable shard index ({e})") from None
     prov = provenance(run_dir, manifest, {s: r.frame for s, r in records.items()})
     retried, first = retried_shards(run_dir, manifest)
     return _Side(run_dir, manifest, records, tables, prov, shard_of, retried, first)
@@ -439,6 +458,77 @@ def _classify(b: dict[str, Any], c: dict[str, Any], decl: Mapping[str, Any],
         if tb >= th.time_factor * tc and tb - tc >= th.min_time_s:
             return "faster", info
     return "same", info
+
+
+def still_slower(change: RecordChange, time_s: float, th: Thresholds) -> bool:
+    """Whether CURRENT's time `time_s` for `change`'s record is beyond the rule that flagged
+    it: the instance's spread where it was judged by one (`spread_s`), else the fixed
+    `time_factor`/`min_time_s` rule against BASE."""
+    if change.spread_s is not None and len(change.spread_s) >= th.spread_min_nights:
+        return _beyond_spread(time_s, change.spread_s, th)
+    tb = change.base_time_s
+    return tb is not None and time_s >= th.time_factor * tb and time_s - tb >= th.min_time_s
+
+
+def retime_candidates(report: RegressReport, th: Thresholds) -> list[RecordChange]:
+    """The `slower` records whose instances a caller should re-time: the first
+    `th.retime_max` instances (in the report's order), every slower record of each."""
+    if th.retime_k <= 0:
+        return []
+    chosen: list[tuple[str, str]] = []
+    for c in report.records:
+        if c.kind == "slower" and (c.stage, c.instance_id) not in chosen:
+            chosen.append((c.stage, c.instance_id))
+    keep = set(chosen[:th.retime_max])
+    return [c for c in report.records if c.kind == "slower" and (c.stage, c.instance_id) in keep]
+
+
+def apply_retimes(report: RegressReport,
+                  timings: Mapping[tuple[str, str, tuple[tuple[str, Any], ...]], Sequence[float]],
+                  th: Thresholds, *, where: str = "",
+                  failed: Mapping[tuple[str, str], str] | None = None) -> RegressReport:
+    """Judge each `slower` record that was re-timed (`timings`, by `RecordChange.record_key`)
+    by the median of its re-timings: still beyond the rule → stays `slower`; within it → a
+    one-off timing, `noisy`.  Both carry `retimed`.  The stage counts follow; `failed`
+    (stage, instance) → why a re-timing could not be done (the record stays as it was).
+    Returns `report`, changed in place."""
+    moved: Counter[str] = Counter()
+    done = 0
+    for c in report.records:
+        if c.kind != "slower":
+            continue
+        why = (failed or {}).get((c.stage, c.instance_id))
+        if why:
+            c.note = (c.note + "; " if c.note else "") + f"re-timing failed: {why}"
+            continue
+        times = timings.get(c.record_key)
+        if not times:
+            continue
+        done += 1
+        c.retimed = [round(float(t), 4) for t in times]
+        med = statistics.median(times)
+        if still_slower(c, med, th):
+            c.note = (f"re-timed {len(times)} more time(s){where}: median {med:.3g} s is still "
+                      "beyond the rule")
+            continue
+        c.kind = "noisy"
+        c.note = (f"re-timed {len(times)} more time(s){where}: median {med:.3g} s is within the "
+                  f"rule; the night's {c.current_time_s} s was a one-off")
+        moved[c.stage] += 1
+    for s in report.stages:
+        n = moved.get(s.stage, 0)
+        if n:
+            counts = Counter(s.counts)
+            counts["slower"] -= n
+            counts["noisy"] += n
+            s.counts = {k: counts[k] for k in KINDS if counts[k] > 0}
+    if done:
+        report.notes = sorted(dict.fromkeys(report.notes + [
+            f"re-timing: {done} slower record(s) re-timed {th.retime_k} more time(s){where}, "
+            f"{sum(moved.values())} of them within the rule (noisy)"]))
+    order = {k: i for i, k in enumerate(KINDS)}
+    report.records.sort(key=lambda c: (order[c.kind], c.stage, c.instance_id, str(c.key)))
+    return report
 
 
 def _clean_times(side: _Side, name: str, keys: tuple[str, ...], where: Mapping[str, Any],

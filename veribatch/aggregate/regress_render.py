@@ -31,7 +31,7 @@ KIND_TITLES = {
     "fixed_error": "Errors gone",
     "faster": "Faster (beyond the time factor)",
     "flapping": "Flapping timeouts (near the time limit on both sides; not counted)",
-    "noisy": "Slower within the instance's own spread, or from a retried shard (not counted)",
+    "noisy": "Slower within the instance's own spread, from a retried shard, or re-timed within the rule (not counted)",
     "changed": "Other verdict changes (not counted)",
     "new_record": "Records only in CURRENT (not counted)",
 }

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -168,17 +169,22 @@ def pooled_engines(replicas: int, **options: Any) -> Iterator[None]:
 def open_engine(spec: str, *, cache_dir: Path | None = None, **options: Any) -> Engine:
     """Open the engine named by `spec`; see the module docstring for the spec syntax.
     Inside `shared_engines` an engine already loaded for the same spec and options is reused."""
+    paid = 0.0
+    t0 = time.perf_counter()
     if _shared is not None:
         key = json.dumps([spec, options, _pool_options], sort_keys=True, default=repr)
         if key not in _shared:
             _shared[key] = _open(spec, **options)
+            paid = time.perf_counter() - t0
         engine: Engine = _Borrowed(_shared[key])
     else:
         engine = _open(spec, **options)
+        paid = time.perf_counter() - t0
     if cache_dir is not None:
         from veribatch.inference.cache import CachingEngine
 
         engine = CachingEngine(engine, Path(cache_dir))
+    engine.load_s = round(paid, 3) if engine_class(parse_spec(spec)[0]).loads_weights else None
     return engine
 
 

@@ -104,6 +104,11 @@ class Engine(ABC):
     poolable: ClassVar[bool] = False
     packages: ClassVar[tuple[str, ...]] = ()
     loads_weights: ClassVar[bool] = True
+    # Seconds the `open_engine` call that returned this engine spent starting it (imports,
+    # weights, the engine's own start-up): measured, so that sizing can use what a load
+    # took instead of an assumed read rate.  0.0 when a `shared_engines` scope handed out
+    # an engine already loaded; None for an engine that loads nothing (`loads_weights`).
+    load_s: float | None = None
 
     @abstractmethod
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]: ...

@@ -141,6 +141,28 @@ def describe_plan(plan: Plan, root: Path, choice: ExecChoice) -> None:
     out.print(f"{len(plan.instances)} instances{drawn}, dataset {plan.config.dataset!r}, "
               f"model {plan.config.model or '(reference arms)'}, executor {choice.executor}"
               + (f", profile {choice.profile}" if choice.profile else ""), highlight=False)
+    from .assignment import LPT, MIN_GAIN
+
+    a = plan.assignment
+    if a is not None and a.source and a.source.get("error"):
+        out.print(f"shards: contiguous slices of the instances sorted by id; the costs file "
+                  f"was not used: {a.source['error']}", highlight=False, soft_wrap=True)
+    elif a is not None and a.source:
+        src = a.source
+        exp = src.get("expected_max_shard_s") or {}
+        how = ("spread by measured cost (longest first onto the least loaded shard)"
+               if a.method == LPT else
+               f"contiguous slices of the instances sorted by id (a spread by cost would gain "
+               f"less than {MIN_GAIN:.0%})")
+        out.print(f"shards: {how}: expected longest shard {exp.get('contiguous')} s contiguous, "
+                  f"{exp.get('lpt')} s spread; {src.get('measured')} of {src.get('instances')} "
+                  f"instance(s) measured, stages {', '.join(src.get('stages') or [])}, from "
+                  f"{src.get('file')} (sha256 {str(src.get('sha256'))[:12]})",
+                  highlight=False, soft_wrap=True)
+    else:
+        out.print("shards: contiguous slices of the instances sorted by id ("
+                  + ("one shard" if plan.shards == 1 else "no per-instance costs measured")
+                  + ")", highlight=False)
     from .executors import executor_class
 
     for line in executor_class(choice.executor).describe_plan(choice, plan):

@@ -28,6 +28,7 @@ class ShardContext:
         self._needs = needs
         self._on_progress = on_progress
         self.ticks = 0
+        self.notes: dict[str, Any] = {}
 
     def upstream(self, stage: str) -> dict[str, list[dict[str, Any]]]:
         """Records of shard `self.shard` of `stage`, keyed by instance id, in recorded order.
@@ -51,6 +52,10 @@ class ShardContext:
         path = self._rd.scratch(self.stage, self.shard)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def note(self, key: str, value: Any) -> None:
+        """Kept in the shard's stats.json under ``notes`` (`tasks.base.StageContext.note`)."""
+        self.notes[key] = value
 
     def progress(self, advance: int = 1) -> None:
         """Forwarded to an in-process listener; executors also count ledger lines themselves."""

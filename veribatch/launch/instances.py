@@ -15,6 +15,8 @@ from veribatch.rundir.paths import RunDir, RunDirError, atomic_write_bytes
 from veribatch.rundir.shards import ShardSpan, ids_digest, write_shards
 from veribatch.tasks.base import Instance
 
+from .assignment import CONTIGUOUS
+
 if TYPE_CHECKING:  # planning (inference specs...) is not needed to read a run
     from .plan import Plan
 
@@ -39,7 +41,9 @@ def write_instances(rd: RunDir, plan: Plan) -> list[ShardSpan]:
         spans.append(ShardSpan(offsets[a], offsets[b], b - a, ids_digest(ids)))
     blob = b"".join(lines)
     atomic_write_bytes(rd.instances, blob)
-    write_shards(rd, spans, blob)
+    a = plan.assignment
+    write_shards(rd, spans, blob, sharding=a.method if a else CONTIGUOUS,
+                 costs=dict(a.source) if a and a.source else None)
     return spans
 
 

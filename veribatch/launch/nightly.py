@@ -14,7 +14,8 @@ directory machinery does the hard parts:
   complete (every shard DONE, tables aggregated).
 
 When an entry's run is complete it is compared with its reference (`aggregate.regress`),
-the result written to ``nights/<night>/regress/<entry>.{md,json}``, the night's
+the instances flagged `slower` on the night's one timing re-timed and judged again
+(`launch.retime`, `aggregate.regress.apply_retimes`), the result written to ``nights/<night>/regress/<entry>.{md,json}``, the night's
 figures appended to ``HISTORY/history.parquet`` (`aggregate.history`), and what its stages
 took to ``HISTORY/costs.json`` (`launch.measured`), which sizes the next nights' runs.
 """
@@ -51,7 +52,7 @@ TOP_KEYS = {"name", "description", "executor", "profile", "partition", "account"
 RUN_KEYS = {"name", "task", "dataset", "model", "options", "sampling", "shards", "limit", "strategy",
             "verifier"}
 THRESHOLD_KEYS = {"time_factor", "min_time_s", "near_limit", "alpha", "metric_tolerance",
-                  "spread_factor", "min_spread_s", "spread_min_nights"}
+                  "spread_factor", "min_spread_s", "spread_min_nights", "retime_k", "retime_max"}
 SPREAD_NIGHTS = 7
 """Earlier complete nights (besides the reference) whose times give an instance's spread."""
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -313,8 +314,9 @@ def _compare(suite: Suite, night: str, run: SuiteRun, rd: RunDir, out: EntryOutc
     regress_dir = night_dir(suite, night) / "regress"
     if ref is not None:
         out.reference_night = ref[0]
-        report = regress(ref[1], rd.root, Thresholds(**suite.thresholds),
-                         history=[p for _, p in good[1:]])
+        th = Thresholds(**suite.thresholds)
+        report = regress(ref[1], rd.root, th, history=[p for _, p in good[1:]])
+        _retime(suite, night, run, rd, report, th)
         out.regress_exit = report.exit_code
         out.regressions = len(report.regressions) + len(report.cell_regressions)
         out.regress_md = to_markdown(report)
@@ -332,15 +334,37 @@ def _compare(suite: Suite, night: str, run: SuiteRun, rd: RunDir, out: EntryOutc
     _record_costs(suite, rd, out)
 
 
+def _retime(suite: Suite, night: str, run: SuiteRun, rd: RunDir, report: Any,
+            th: Any) -> None:
+    """Re-time the instances the comparison flagged `slower` (`launch.retime`: their CPU
+    stage again, `th.retime_k` more times, at most `th.retime_max` instances) and let the
+    rule judge the median (`aggregate.regress.apply_retimes`): a one-off timing is cleared,
+    a real slowdown stays.  The scratch and the re-timings stay in the night's
+    ``retime/<entry>/``."""
+    from veribatch.aggregate.regress import apply_retimes, retime_candidates
+
+    from .retime import retime
+
+    flagged = retime_candidates(report, th)
+    if not flagged:
+        return
+    wanted = list(dict.fromkeys((c.stage, c.instance_id) for c in flagged))
+    # each re-run gets what the flagged record took, twice, plus a minute to start
+    budget = 60 + th.retime_k * sum(2 * (c.current_time_s or 60) + 5 for c in flagged)
+    timings, failed = retime(rd.root, wanted, th.retime_k,
+                             night_dir(suite, night) / "retime" / run.name, budget)
+    apply_retimes(report, timings, th, where=" where `launch nightly` ran", failed=failed)
+
+
 def _record_costs(suite: Suite, rd: RunDir, out: EntryOutcome) -> None:
     """What the night's stages took, for sizing the next nights (`launch.measured`).  A
     file that cannot be read or written costs the measurement, not the night's comparison."""
     import pyarrow as pa
 
-    from .measured import COSTS_FILE, CostsError, measure_run, record
+    from .measured import COSTS_FILE, CostsError, measure_instances, measure_run, record
 
     try:
-        record(suite.history / COSTS_FILE, measure_run(rd.root))
+        record(suite.history / COSTS_FILE, measure_run(rd.root), measure_instances(rd.root))
     except (OSError, CostsError, pa.ArrowException) as e:
         out.message = (out.message + "; " if out.message else "") + f"costs not recorded: {e}"
 

@@ -1,9 +1,10 @@
 """Planning a run: from CLI choices to a `RunConfig`, its run id and a shard assignment.
 
-Planning is pure (no files written): `--dry-run` prints exactly what a real launch
-would do.  The assignment is fixed here — instances sorted by id, shard k gets the
-contiguous slice ``[k*n//S, (k+1)*n//S)`` — and frozen into the run directory, so
-every stage of every attempt on every node sees the same instances in shard k.
+Planning writes no files: `--dry-run` prints exactly what a real launch would do.  The
+assignment is fixed here (`launch.assignment`: instances sorted by id, shard k the
+contiguous slice ``[k*n//S, (k+1)*n//S)``, or spread by the per-instance costs that
+``$VERIBATCH_COSTS`` holds) and frozen into the run directory, so every stage of every
+attempt on every node sees the same instances in shard k.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from veribatch.inference.registry import local_model_problem, parse_spec
 from veribatch.rundir.paths import AGGREGATE_STAGE
 from veribatch.tasks.base import Instance, RunConfig, Stage, Task, UnknownNameError
 from veribatch.tasks.sampling import check_sampling
+
+from .assignment import Assignment, assign, contiguous, contiguous_bounds
 
 
 class PlanError(ValueError):
@@ -49,19 +52,22 @@ class Plan:
     config: RunConfig
     run_id: str
     stages: list[Stage]          # the task's stages, upstream first (aggregate is added by launch)
-    instances: list[Instance]    # sorted by id
+    instances: list[Instance]    # in shard order: shard k's (sorted by id) at shard_bounds()[k]
+    assignment: Assignment | None = None   # None: contiguous by id
 
     @property
     def shards(self) -> int:
         return self.config.shards
 
     def shard_bounds(self) -> list[tuple[int, int]]:
-        return shard_bounds(len(self.instances), self.config.shards)
+        if self.assignment is None:
+            return shard_bounds(len(self.instances), self.config.shards)
+        return self.assignment.bounds()
 
 
 def shard_bounds(n: int, shards: int) -> list[tuple[int, int]]:
     """Contiguous, deterministic, sizes differing by at most one."""
-    return [(k * n // shards, (k + 1) * n // shards) for k in range(shards)]
+    return contiguous_bounds(n, shards)
 
 
 def run_id_for(config: RunConfig) -> str:
@@ -203,7 +209,13 @@ def _looks_like_path(dataset: str) -> bool:
     return "/" in dataset or dataset.startswith(".")
 
 
-def make_plan(task: Task, config: RunConfig) -> Plan:
+_FROM_ENV = Path("$VERIBATCH_COSTS")
+
+
+def make_plan(task: Task, config: RunConfig, costs: Path | None = _FROM_ENV) -> Plan:
+    """The plan of `config`; `costs` the measured-costs file whose per-instance costs spread
+    the instances over the shards (`launch.assignment`), by default ``$VERIBATCH_COSTS``
+    (unset, or no per-instance costs for this run: contiguous by id)."""
     instances = sorted(task.load(config.dataset, limit=config.limit), key=lambda i: i.id)
     if config.sample is not None:
         try:
@@ -229,7 +241,28 @@ def make_plan(task: Task, config: RunConfig) -> Plan:
         for need in s.needs:
             if need not in names[:i]:
                 raise PlanError(f"task {task.name}: stage {s.name!r} needs {need!r}, which is not upstream")
-    return Plan(config=config, run_id=run_id_for(config), stages=stages, instances=instances)
+    return Plan(config=config, run_id=run_id_for(config), stages=stages,
+                **_assigned(instances, config, [s.name for s in stages], costs))
+
+
+def _assigned(instances: list[Instance], config: RunConfig, stages: list[str],
+              costs: Path | None) -> dict[str, Any]:
+    """`instances` (sorted by id) in shard order, and the assignment that orders them."""
+    from .measured import CostsError, costs_path, expected_costs
+
+    path = costs_path() if costs is _FROM_ENV else costs
+    ids = [i.id for i in instances]
+    try:
+        expected = expected_costs(path, config.to_json(), stages)
+    except CostsError as e:  # the spread is an optimisation: the run goes on, and says why
+        cut = contiguous(ids, config.shards)
+        a = Assignment(cut.method, cut.shards, {"file": str(path), "error": str(e)})
+    else:
+        a = contiguous(ids, config.shards) if expected is None else assign(
+            ids, config.shards, expected.seconds,
+            {"file": expected.file, "sha256": expected.sha256, "stages": list(expected.stages)})
+    by_id = {i.id: i for i in instances}
+    return {"instances": [by_id[i] for ids_k in a.shards for i in ids_k], "assignment": a}
 
 
 def sample_instances(instances: list[Instance], k: int, seed: int) -> list[Instance]:

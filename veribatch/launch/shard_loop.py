@@ -399,6 +399,7 @@ def _run_locked(rd: RunDir, stage: str, shard: int,
         **({"ledger_code_version": ledger_version}
            if ledger.results and ledger_version != version else {}),
         **({"ledger_discarded": ledger.discarded} if ledger.discarded else {}),
+        **({"notes": ctx.notes} if ctx.notes else {}),
     })
     write_done(rd, stage, shard, input_hash=expected, records=n_records, finished=_now(),
                code_version=version)

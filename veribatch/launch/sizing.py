@@ -24,7 +24,8 @@ Sizing reads the manifest, the profile, the choice — and, where ``$VERIBATCH_C
 a measured-costs file (`launch.measured`; `launch nightly` keeps one beside its history),
 what earlier runs of the same task × stage × verifier × model took: their seconds per
 instance replace a CPU stage's declared `seconds_per_instance`, their tokens/s the
-profile's throughput; the plan says which it used.  A resumed run groups its shards the
+profile's throughput, their engine loads the assumed read rate and start-up; the plan
+says which it used.  A resumed run groups its shards the
 same way unless those figures changed meanwhile; then only the element boundaries move
 (every shard keeps its lock, ledger and DONE, so nothing is run twice).
 
@@ -131,10 +132,14 @@ class Sizing:
     why: str
 
 
-def expected_load_s(model: str | None, gen: GenerationSpec) -> tuple[float, str]:
-    """Expected seconds to start an engine on `model` (not the conservative time-limit
-    figure: the profile's `load_gb_per_s` when it gives one)."""
+def expected_load_s(model: str | None, gen: GenerationSpec,
+                    measured: Measured | None = None) -> tuple[float, str]:
+    """Expected seconds to start an engine on `model`: what earlier runs' loads of the same
+    task × stage × verifier × model measured (`measured.load_s`), else the weights at the
+    profile's `load_gb_per_s` (or the built-in rate) plus the engine start-up."""
     size, fixed, how = load_basis(model)
+    if measured is not None and measured.load_s and (size is not None or fixed > 0):
+        return measured.load_s, measured.describe_load()
     if size is None:
         return fixed, how
     rate = gen.load_gb_per_s * 1e9 if gen.load_gb_per_s else LOAD_BYTES_PER_S
@@ -156,7 +161,8 @@ def generation_work_s(config: dict[str, Any], instances: int, gen: GenerationSpe
     max_tokens = int((config.get("sampling") or {}).get("max_tokens") or 1024)
     tps, src = gen.throughput(model)
     if measured is not None and measured.tokens_per_s:
-        tps, src = measured.tokens_per_s, measured.describe() + ", loads included"
+        tps, src = measured.tokens_per_s, measured.describe() + (
+            ", engine loads excluded" if measured.load_s else ", loads included")
     tokens = instances * n * max_tokens
     reps = gen.replicas or 1  # a Ray pool's replicas generate side by side
     return tokens / (tps * reps), (
@@ -169,7 +175,7 @@ def element_estimate(config: dict[str, Any], instances: int, gen: GenerationSpec
                      measured: Measured | None = None) -> tuple[float, float, str]:
     """Expected (load seconds, generation seconds, why) of ONE element that runs
     `instances` instances: one engine start plus its instances' share of the work."""
-    load, load_why = expected_load_s(config.get("model"), gen)
+    load, load_why = expected_load_s(config.get("model"), gen, measured)
     work, work_why = generation_work_s(config, instances, gen, measured)
     return load, work, f"load {load / 60:.1f} min ({load_why}); work {work / 60:.1f} min " \
                        f"({work_why})"
@@ -244,9 +250,9 @@ def size_stage(stage: dict[str, Any], config: dict[str, Any], instances: int, sh
                           "others' not yet started")
         return Sizing(shards, 0.0, 0.0, "one element per shard")
     gen = profile.generation
-    load, load_why = expected_load_s(config.get("model"), gen)
-    work, work_why = generation_work_s(config, instances, gen,
-                                       measured_for(config, str(stage.get("name"))))
+    measured = measured_for(config, str(stage.get("name")))
+    load, load_why = expected_load_s(config.get("model"), gen, measured)
+    work, work_why = generation_work_s(config, instances, gen, measured)
     fixed = override if override is not None else gen.elements
     if fixed is not None:
         src = "--gpu-shards" if override is not None else "profile generation.elements"

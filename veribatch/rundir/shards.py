@@ -1,6 +1,7 @@
 """shards.json, the shard index of the frozen instance list: one entry type, one parser.
 
-`instances.jsonl` holds every instance (sorted by id) exactly as planned; `shards.json`
+`instances.jsonl` holds every instance exactly as planned, shard by shard (each shard's
+sorted by id; with the default contiguous assignment the whole file is); `shards.json`
 holds, per shard, the byte range of its lines and a digest of its instance ids.  A shard
 reads only its own byte range (a 10,000-shard run never parses the whole list 10,000
 times), and completeness is decided from the digests alone, without touching payloads.
@@ -12,6 +13,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .paths import INSTANCES, SHARDS, RunDir, RunDirError, atomic_write_json, read_json
 
@@ -35,14 +37,35 @@ def file_sha256(path: Path | str) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def write_shards(rd: RunDir, spans: list[ShardSpan], instances_blob: bytes) -> None:
-    """shards.json for an instances.jsonl holding `instances_blob`."""
+def write_shards(rd: RunDir, spans: list[ShardSpan], instances_blob: bytes, *,
+                 sharding: str = "contiguous-by-sorted-id",
+                 costs: dict[str, Any] | None = None) -> None:
+    """shards.json for an instances.jsonl holding `instances_blob`; `sharding` names how
+    instances were assigned, `costs` the measured-costs file (path, sha256) an assignment
+    by cost was computed from."""
     atomic_write_json(rd.shards_file, {
-        "count": len(spans), "sharding": "contiguous-by-sorted-id",
+        "count": len(spans), "sharding": sharding,
+        **({"costs": costs} if costs else {}),
         "instances_bytes": len(instances_blob),
         "instances_sha256": hashlib.sha256(instances_blob).hexdigest(),
         "shards": [[s.start, s.end, s.count, s.ids_sha256] for s in spans],
     })
+
+
+def shard_of_ids(run_dir: RunDir | Path | str) -> dict[str, int]:
+    """Instance id -> its shard, as frozen at plan time (whatever the assignment method):
+    shard k's ids are its byte range of instances.jsonl."""
+    import json
+
+    rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    spans = read_spans(rd)
+    out: dict[str, int] = {}
+    with open(rd.instances, "rb") as f:
+        for k, span in enumerate(spans):
+            f.seek(span.start)
+            for line in f.read(span.end - span.start).splitlines():
+                out[json.loads(line)["id"]] = k
+    return out
 
 
 def read_spans(run_dir: RunDir | Path | str, *, deep: bool = False) -> list[ShardSpan]:

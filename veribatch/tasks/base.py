@@ -194,6 +194,12 @@ class StageContext(Protocol):
         """Tell the progress display that `advance` instances finished."""
         ...
 
+    def note(self, key: str, value: float | int | str | None) -> None:
+        """A fact about this shard's run as a whole, not of one instance (the generate
+        stage's engine load seconds): kept in the shard's stats.json under ``notes``,
+        where `launch.measured` reads it back for sizing."""
+        ...
+
 
 StageFn = Callable[[list[Instance], StageContext], Iterator[InstanceResult]]
 

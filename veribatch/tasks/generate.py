@@ -30,6 +30,10 @@ last request is answered), and per answer one record::
     generation_time_s                     the request's own Completion.latency_s
     ...                                   the task's `columns`
 
+The engine's load (`Engine.load_s`: 0 when an element's earlier shard loaded it) is
+noted in the shard's stats.json (``notes.engine_load_s``, `open_run_engine`), which
+sizing reads back.
+
 The stage declares ``verdict_column="status"``, ``time_column="generation_time_s"`` and
 ``record_key=("sample_index",)`` (``(*request_key, "sample_index")`` with several requests),
 so `launch regress` compares generate stages of every task alike.
@@ -65,7 +69,9 @@ def batches(items: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
 def open_run_engine(ctx: StageContext) -> Iterator[Engine]:
     """The run's model (``--model``) behind the run's completion cache
     (``RUN/cache/completions``): every stage that asks a model (generate, REFUTE's agent)
-    shares one cache, so a resumed shard gets its answers back instead of asking again."""
+    shares one cache, so a resumed shard gets its answers back instead of asking again.
+    What opening it took (`Engine.load_s`) is noted in the shard's stats.json
+    (``notes.engine_load_s``), which sizing reads back (`launch.measured`)."""
     from veribatch.inference import open_engine
     from veribatch.inference.providers import engine_options
 
@@ -73,6 +79,8 @@ def open_run_engine(ctx: StageContext) -> Iterator[Engine]:
     options = engine_options(ctx.config.model, dict(ctx.config.options))  # -o reasoning_effort=...
     with open_engine(ctx.config.model, cache_dir=ctx.run_dir / "cache" / "completions",
                      **options) as engine:
+        if engine.load_s is not None:
+            ctx.note("engine_load_s", engine.load_s)
         yield engine
 
 
