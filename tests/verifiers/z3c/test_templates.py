@@ -278,7 +278,8 @@ int main() {
   return 0;
 }
 """
-# 1000 + 100*i >= i*i on every state a small input reaches (i <= 300), not from i == 103 on.
+# i*i <= j == 100000 + 100*i on every state a small input reaches (i <= 300), not from
+# i == 373 on, where the error is reached (n may be up to 10^6).
 LATE_SQUARE = """extern void reach_error(void); extern int __VERIFIER_nondet_int(void);
 int main() {
   int n = __VERIFIER_nondet_int(); long long i = 0, j = 100000;
@@ -334,3 +335,12 @@ def test_a_product_bound_true_on_every_sample_but_not_inductive_is_no_proof():
     # ... and Houdini drops it; nothing else proves the (unsafe) program
     got = portfolio.run_member_safely("templates", LATE_SQUARE, 8.0, "ILP32")
     assert got["answer"] != "safe", got
+
+
+def test_a_forked_templates_member_that_finds_proofs_in_two_stages_still_answers():
+    # ISQRT: the first stage's guesses pass the error clauses (the member says "P" for the
+    # re-check's extra time) but do not re-check; the product stage's then do, and says
+    # so again: the answer must still reach the portfolio (it read "P{...}" as a crash)
+    got = portfolio._run_forked("templates", ISQRT, 8.0, "ILP32", 0, 0, grace_s=1.0,
+                                proof_deadline=time.monotonic() + 20.0)
+    assert got["answer"] == "safe", got

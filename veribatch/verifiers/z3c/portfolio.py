@@ -135,9 +135,17 @@ def _run_forked(
             recheck = None
             if proof_deadline is not None:
                 recheck = max(0.0, proof_deadline - time.monotonic() - slice_s)
+            said: list[bool] = []
+
+            def proof_found() -> None:
+                """Say "P" once: a member may find several proofs to re-check (templates'
+                stages), and the parent reads only a first "P" as the mark."""
+                if not said:
+                    said.append(True)
+                    os.write(w, b"P")
+
             got = run_member_safely(member, text, slice_s, data_model, bmc_depth, seed,
-                                    recheck_grace_s=recheck,
-                                    on_proof=lambda: os.write(w, b"P") and None)
+                                    recheck_grace_s=recheck, on_proof=proof_found)
             data = json.dumps(got).encode()
             view = memoryview(data)
             while view:
