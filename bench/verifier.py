@@ -135,8 +135,17 @@ def _certified(res) -> bool:
     return "reach_error reached" in str(cex.get("replay"))
 
 
+def _decider(res) -> str:
+    """Which member decided, in which of its slices (``by templates@5``: the portfolio's
+    sixth slice): where the time before a verdict went."""
+    log = (res.extras or {}).get("portfolio") or []
+    if not res.status.decided or not log:
+        return ""
+    return f"by {log[-1].get('member')}@{len(log) - 1} "
+
+
 def run_split(split: str, timeout: float, jobs: int, limit: int | None,
-              sample: int | None = None, seed: int = 0) -> int:
+              sample: int | None = None, seed: int = 0, match: str | None = None) -> int:
     if split == "easy":
         folder = DATA / "Evaluation" / "Easy"
         timing = json.loads((DATA / "Evaluation" / "timing_easy.json").read_text())
@@ -146,6 +155,8 @@ def run_split(split: str, timeout: float, jobs: int, limit: int | None,
     expected = {row["file"]: row["result"] for row in timing}
     disputed = _disputed_labels(expected) if split == "easy" else {}  # Wonda re-ran Easy only
     files = sorted(f for f in expected if (folder / f).exists())
+    if match:  # one family or a few (`--match '^(egcd|fermat)'`), before any sample
+        files = [f for f in files if re.search(match, f)]
     if sample:  # a seeded random sample of the split (the first N are not representative)
         files = sorted(random.Random(seed).sample(files, min(sample, len(files))))
     if limit:
@@ -169,7 +180,8 @@ def run_split(split: str, timeout: float, jobs: int, limit: int | None,
             if mark and _dispute_cause(name, res, disputed.get(name)):
                 mark = "DISPUTED-LABEL"
             print(f"[{i:4d}/{len(files)}] {name:45s} {res.status!s:8s} {wall:6.2f}s "
-                  f"(expected {expected[name]}) {mark} {res.reason or ''}"[:200], flush=True)
+                  f"(expected {expected[name]}) {mark} {_decider(res)}{res.reason or ''}"[:200],
+                  flush=True)
     decided = [r for r in results if r[1].status.decided]
     against = [r for r in decided if str(r[1].status) != expected[r[0]]]
     causes = {r[0]: _dispute_cause(r[0], r[1], disputed.get(r[0])) for r in against}
@@ -286,6 +298,8 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--sample", type=int, default=None, help="a random sample of N programs")
     ap.add_argument("--seed", type=int, default=0, help="the sample's seed")
+    ap.add_argument("--match", default=None,
+                    help="only the programs whose file name this regular expression matches")
     ap.add_argument("--candidates", type=int, default=200, help="training programs for latency")
     ap.add_argument("--floor", type=int, default=20, help="queries of a trivial program (0: skip)")
     ap.add_argument("--floor-only", action="store_true", help="measure the floor and stop")
@@ -306,7 +320,8 @@ def main() -> int:
         floor(args.floor)
     if args.floor_only:
         return 0
-    wrong = run_split(args.split, args.timeout, args.jobs, args.limit, args.sample, args.seed)
+    wrong = run_split(args.split, args.timeout, args.jobs, args.limit, args.sample, args.seed,
+                      args.match)
     if args.candidates:
         candidate_latency(args.candidates)
     return 1 if wrong else 0

@@ -126,10 +126,31 @@ def test_portfolio_decides_former_nonlinear_timeouts(invbench_easy: Path, name: 
     assert res.extras["proof_checked"] is True
     log = res.extras["portfolio"]
     assert log[-1]["member"] == "templates"
-    # polynomial clauses: templates first runs last in round 0 (after each member's 0.5 s)
+    # polynomial clauses: templates first runs in round 0, after Spacer's and BMC's slices
+    # and before spacer-global's
     first = next(i for i, e in enumerate(log) if e["member"] == "templates")
-    assert first == len(engines.MEMBERS) - 1
+    assert [e["member"] for e in log[:first]] == ["spacer", "spacer-nla", "bmc"]
     assert portfolio._templates_round(text, "ILP32", engines.MEMBERS) == portfolio.TEMPLATES_ROUND_POLY
+
+
+def test_templates_run_before_spacer_global_only_on_clauses_with_products():
+    assert portfolio._poly_order(engines.MEMBERS) == (
+        "spacer", "spacer-nla", "bmc", "templates", "spacer-global")
+    assert portfolio._poly_order(("bmc", "spacer", "spacer-nla", "spacer-global", "templates")) \
+        == ("bmc", "spacer", "spacer-nla", "templates", "spacer-global")
+    assert portfolio._poly_order(("spacer", "templates")) == ("spacer", "templates")
+    linear = ("extern void reach_error(void); extern int __VERIFIER_nondet_int(void);\n"
+              "int main() { int n = __VERIFIER_nondet_int(), i = 0;\n"
+              "  if (n < 0 || n > 1000000) return 0;\n"
+              "  while (i < n) { i = i + 1; }\n"
+              "  if (i != n) reach_error(); return 0; }\n")
+    members = ("spacer-global", "templates")  # on clauses with products templates goes first
+    res = portfolio.verify_text(ISQRT, 30, members=members, in_process=True)
+    assert res.status == "TRUE", (res.status, res.reason)
+    assert [e["member"] for e in res.extras["portfolio"]] == ["templates"]
+    # ... on linear clauses the order is the members' own (templates from round 2)
+    res = portfolio.verify_text(linear, 30, members=members, in_process=True)
+    assert res.extras["portfolio"][0]["member"] == "spacer-global", res.extras["portfolio"]
 
 
 def test_templates_round_follows_the_clauses():
@@ -239,3 +260,87 @@ def test_validate_decides_linear_conjuncts_under_the_linear_hypotheses_alone(mon
     # a linear conjunct that is not inductive is still refuted (n reaches a + 1)
     ok, why = chc.validate(enc, {pred.decl.name(): z3.And(*inv, n - a <= 0)})
     assert ok is False, why
+
+
+# An integer square root by search (InvBench training 6086_1's kind): the loop needs
+# guess*guess <= n, a bound on the program's own product that no equality states (with the
+# step in a variable, Spacer on the clauses the equalities strengthen finds no proof either).
+ISQRT = """extern void reach_error(void); extern int __VERIFIER_nondet_int(void);
+int main() {
+  int n = __VERIFIER_nondet_int(); int guess = 0, step = 1; long long square;
+  if (n < 0) return 0;
+  while (1) {
+    square = (long long)guess * guess;
+    if (square > n || square + 2 * guess + 1 > n) break;
+    guess = guess + step;
+  }
+  if (!(square <= n && square + 2 * guess + 1 > n)) reach_error();
+  return 0;
+}
+"""
+# i*i <= j == 100000 + 100*i on every state a small input reaches (i <= 300), not from
+# i == 373 on, where the error is reached (n may be up to 10^6).
+LATE_SQUARE = """extern void reach_error(void); extern int __VERIFIER_nondet_int(void);
+int main() {
+  int n = __VERIFIER_nondet_int(); long long i = 0, j = 100000;
+  if (n < 0 || n > 1000000) return 0;
+  while (i < n) { if (i * i > j) reach_error(); i = i + 1; j = j + 100; }
+  return 0;
+}
+"""
+
+
+def _loop_vars(enc) -> tuple[object, dict[str, z3.ArithRef]]:
+    [pred] = [p for p in enc.preds if p.label == 1]
+    return pred, {v.uid.split("@")[0]: z3.Var(i, z3.IntSort()) for i, v in enumerate(pred.sig)}
+
+
+def test_the_programs_own_products_are_bounded_by_its_variables():
+    _, enc = engines.spacer_program(ISQRT)
+    pred, v = _loop_vars(enc)
+    pos = {s.uid.split("@")[0]: i for i, s in enumerate(pred.sig)}
+    assert templates.products(enc, pred.decl.name()) == [(pos["guess"], pos["guess"])]
+    states = templates.reachable_states(enc, seed=0)
+    wanted = v["guess"] * v["guess"] <= v["n"]
+    guessed = templates.candidates(enc, states, with_products=True)[pred.decl.name()]
+    assert any(f.eq(wanted) for f in guessed)
+    # (a later stage of `prove`: the first ones do not pay for these non-linear guesses)
+    assert not any(f.eq(wanted) for f in templates.candidates(enc, states)[pred.decl.name()])
+
+
+def test_a_product_bound_proves_the_square_root_search_and_is_needed(monkeypatch):
+    got = portfolio.run_member_safely("templates", ISQRT, 20.0, "ILP32", recheck_grace_s=10.0)
+    assert got["answer"] == "safe" and got["proof"].startswith("templates"), got
+    [inv] = got["invariants"]
+    assert "(guess * guess) <= n" in inv["invariant"], inv
+    # the unsafe twin (one more than the loop ensures) is never proved
+    bad = ISQRT.replace("square + 2 * guess + 1 > n)) reach_error", "square + 2 * guess > n))"
+                        " reach_error")
+    assert bad != ISQRT
+    assert portfolio.run_member_safely("templates", bad, 8.0, "ILP32")["answer"] != "safe"
+    # without the product bounds the equalities and linear bounds do not prove it
+    monkeypatch.setattr(templates, "product_bounds", lambda *a, **k: [])
+    got = portfolio.run_member_safely("templates", ISQRT, 8.0, "ILP32")
+    assert got["answer"] != "safe", got
+
+
+def test_a_product_bound_true_on_every_sample_but_not_inductive_is_no_proof():
+    _, enc = engines.spacer_program(LATE_SQUARE)
+    pred, v = _loop_vars(enc)
+    states = templates.reachable_states(enc, seed=0)
+    wrong = v["i"] * v["i"] <= v["j"]
+    # the guess is made (every sampled state has i <= 300) ...
+    guessed = templates.candidates(enc, states, with_products=True)[pred.decl.name()]
+    assert any(f.eq(wrong) for f in guessed)
+    # ... and Houdini drops it; nothing else proves the (unsafe) program
+    got = portfolio.run_member_safely("templates", LATE_SQUARE, 8.0, "ILP32")
+    assert got["answer"] != "safe", got
+
+
+def test_a_forked_templates_member_that_finds_proofs_in_two_stages_still_answers():
+    # ISQRT: the first stage's guesses pass the error clauses (the member says "P" for the
+    # re-check's extra time) but do not re-check; the product stage's then do, and says
+    # so again: the answer must still reach the portfolio (it read "P{...}" as a crash)
+    got = portfolio._run_forked("templates", ISQRT, 8.0, "ILP32", 0, 0, grace_s=1.0,
+                                proof_deadline=time.monotonic() + 20.0)
+    assert got["answer"] == "safe", got

@@ -35,11 +35,12 @@ from veribatch.verifiers.z3c.encode import Encoding, encode
 from veribatch.verifiers.z3c.memory import never_written_pointer_fields
 from veribatch.verifiers.z3c.summaries import summary_terms
 
-ENCODING_VERSION = "5"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE;
+ENCODING_VERSION = "6"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE;
 # 3: the heap in the Horn encoding (Spacer proves memory programs, NULL dereference ends a run);
 # 4: the templates member (polynomial invariants from sampled states);
 # 5: recursive summaries, bit-wise and floating-point abstractions, never-written pointer members
-# in the Horn encoding (verdicts a run with 4 recorded may differ: resume must not mix them)
+# in the Horn encoding (verdicts a run with 4 recorded may differ: resume must not mix them);
+# 6: bounds on the program's own products among the templates' guesses (UNKNOWN -> TRUE)
 MEMBERS = ("spacer", "spacer-nla", "bmc", "spacer-global", "templates")
 # Z3's Python API shares one context per process and is not thread-safe: every
 # in-process use of Z3 (encoding, candidate checks, in-process members) holds this.

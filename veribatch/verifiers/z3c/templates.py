@@ -11,8 +11,10 @@ Loop Invariants", ESOP 2013; Nguyen et al.'s DIG) is used here on the Horn claus
    per step.  Every state found is reachable, so any equality false on one of them is no
    invariant.
 2. **Candidates.** Per predicate: the null space of the samples' monomials up to degree
-   2 or 3 (`equalities`: exact integer elimination, no floating point), and the octagon-like
-   bounds ``v >= w``, ``v >= c`` and ``v <= c`` true on every sample (`bounds`).
+   2 or 3 (`equalities`: exact integer elimination, no floating point), the octagon-like
+   bounds ``v >= w``, ``v >= c`` and ``v <= c`` true on every sample (`bounds`), and, in a
+   later stage, ``x*y <= v`` / ``x*y >= v`` for the products the program itself computes
+   (`product_bounds`: a square root's ``guess*guess <= n``).
 3. **Houdini.** Candidates that are not inductive (initiation / consecution, each
    conjunct under all the others) are dropped until the rest is (`houdini`).
 4. **Proof.** When the inductive conjunction also makes every error clause unsatisfiable,
@@ -51,7 +53,13 @@ MAX_GAP = 2  # difference bounds v - w <= c are guessed for |c| up to this (`bou
 INIT_RUNS = 20  # input draws per init clause and round
 INPUT_RANGES = (3, 10, 40, 300)  # random inputs are drawn from [-R, R] for one of these R
 MAX_MONOMIALS = 120
+MAX_PRODUCTS = 4  # products of a predicate's arguments bounded by its other arguments (`products`)
 MAX_TERMS = 6  # equalities tried first have at most this many monomials (`prove`)
+# What `prove` guesses, in turn: the sparse equalities and linear bounds, all equalities,
+# then the sparse ones with the bounds on the program's products (last: those are non-linear
+# guesses Houdini checks one by one, 0.5-4 s more on the egcd/cohendiv programs the first
+# stage proves, and a stage that times out never reaches them)
+STAGES: tuple[tuple[int | None, bool], ...] = ((MAX_TERMS, False), (None, False), (MAX_TERMS, True))
 STRENGTHENED_SPACER_S = 3.0  # Spacer on the strengthened clauses at most this long (fail fast:
 # the member's next slice samples with another seed)
 CHECK_MS = 2000  # a candidate whose consecution is undecided in this time is dropped
@@ -422,9 +430,11 @@ def _without_multiples(eqs: list[z3.BoolRef]) -> list[z3.BoolRef]:
 
 
 def candidates(enc: Encoding, states: dict[str, list[tuple[z3.ExprRef, ...]]],
-               max_terms: int | None = None) -> dict[str, list[z3.BoolRef]]:
+               max_terms: int | None = None, with_products: bool = False,
+               ) -> dict[str, list[z3.BoolRef]]:
     """Candidate conjuncts per predicate over its integer arguments (as ``Var(i)``);
-    with `max_terms`, only the equalities of at most that many monomials (see `infer`)."""
+    with `max_terms`, only the equalities of at most that many monomials (see `infer`);
+    `with_products`: also the bounds on the program's own products (`product_bounds`)."""
     out: dict[str, list[z3.BoolRef]] = {}
     for p in enc.preds:
         name = p.decl.name()
@@ -440,6 +450,74 @@ def candidates(enc: Encoding, states: dict[str, list[tuple[z3.ExprRef, ...]]],
         eqs = equalities([[r[k] for k in varying] for r in rows], [args[k] for k in varying],
                          max_terms=max_terms)
         out[name] = _without_multiples([e for e in eqs if not z3.is_true(e)]) + bounds(rows, args)
+        if with_products:
+            out[name] += product_bounds(rows, args, [(idx.index(i), idx.index(j))
+                                                     for i, j in products(enc, name)
+                                                     if i in idx and j in idx])
+    return out
+
+
+def products(enc: Encoding, name: str) -> list[tuple[int, int]]:
+    """The products of two of predicate `name`'s arguments that its outgoing clauses compute
+    (argument positions, ``i <= j``; ``x*x`` as (i, i)), at most MAX_PRODUCTS.
+
+    Bounds on these are what the program's own products need and equalities cannot say
+    (InvBench training 6086_1: ``guess*guess <= n`` while the guess grows): every monomial
+    of degree 2 against every variable would be hundreds of non-linear guesses."""
+    found: list[tuple[int, int]] = []
+    for c in enc.clauses:
+        for app in c.body:
+            if app.decl().name() != name:
+                continue
+            pos = {a.get_id(): k for k, a in enumerate(app.children()) if z3.is_const(a)}
+            roots: list[z3.ExprRef] = [c.constraint]
+            if c.head is not None:
+                roots += c.head.children()
+            seen: set[int] = set()
+            while roots:
+                e = roots.pop()
+                if e.get_id() in seen or not z3.is_app(e):
+                    continue
+                seen.add(e.get_id())
+                if e.decl().kind() == z3.Z3_OP_MUL:
+                    ks = [pos.get(x.get_id()) for x in e.children() if not z3.is_int_value(x)]
+                    if len(ks) == 2 and None not in ks:
+                        a, b = sorted(k for k in ks if k is not None)
+                        if (a, b) not in found:
+                            found.append((a, b))
+                            if len(found) == MAX_PRODUCTS:
+                                return found
+                roots.extend(e.children())
+    return found
+
+
+def product_bounds(samples: Sequence[Sequence[int]], args: Sequence[z3.ArithRef],
+                   prods: Sequence[tuple[int, int]]) -> list[z3.BoolRef]:
+    """``x*y <= v`` and ``x*y >= v`` for each product (positions in `args`) and each other
+    varying argument v, true on every sample and not equal on all of them (an equality is
+    the null space's business).  Guesses like the others: Houdini keeps the inductive ones,
+    and only `chc.validate` makes a proof of them."""
+    out: list[z3.BoolRef] = []
+    if not samples:
+        return out
+    cols = list(zip(*samples, strict=True))
+    varying = [k for k in range(len(args)) if len(set(cols[k])) > 1]
+    for i, j in prods:
+        mono = [x * y for x, y in zip(cols[i], cols[j], strict=True)]
+        if len(set(mono)) < 2:
+            continue
+        term = args[i] * args[j]
+        for k in varying:
+            if k in (i, j):  # x*x <= x and the like: sign facts, no polynomial bound
+                continue
+            le = all(m <= v for m, v in zip(mono, cols[k], strict=True))
+            ge = all(m >= v for m, v in zip(mono, cols[k], strict=True))
+            if le and ge:
+                continue
+            if le:
+                out.append(term <= args[k])
+            if ge:
+                out.append(term >= args[k])
     return out
 
 
@@ -542,11 +620,12 @@ def strengthen(enc: Encoding, interps: dict[str, z3.BoolRef]) -> Encoding:
 
 
 def infer(enc: Encoding, *, seed: int = 0, deadline: float, max_terms: int | None = None,
+          with_products: bool = False,
           states: dict[str, list[tuple[z3.ExprRef, ...]]] | None = None) -> Templates | None:
     """An inductive invariant per predicate from sampled states (None: none found in time)."""
     if states is None:
         states = reachable_states(enc, seed=seed, deadline=deadline)
-    cands = candidates(enc, states, max_terms)
+    cands = candidates(enc, states, max_terms, with_products)
     # Linear conjuncts first, among themselves (linear queries: fast, and a wrong bound
     # among the hypotheses would make every non-linear query harder); what survives is
     # inductive on its own, so it is only assumed while the non-linear ones are checked.
@@ -617,7 +696,8 @@ def prove(
     Sampling gets at most 40 % of the time.  The sparse equalities (at most MAX_TERMS
     monomials: the invariants of these loops are, the chance equalities of too few samples
     are not, and they cost Houdini non-linear queries) are tried first, then, if time is
-    left, all of them.  The re-check may run `recheck_s` past `deadline`.
+    left, all of them, then the sparse ones with bounds on the program's products (`STAGES`).
+    The re-check may run `recheck_s` past `deadline`.
     """
     start = time.monotonic()
     # recursive functions' summaries read as true (`summaries.without_summaries`): the
@@ -627,10 +707,11 @@ def prove(
     states = reachable_states(relaxed, seed=seed, deadline=start + 0.4 * (deadline - start))
     why = "templates: no candidate"
     tried: set[int] = set()
-    for max_terms in (MAX_TERMS, None):
+    for max_terms, with_products in STAGES:
         if deadline - time.monotonic() < 0.05:
             break
-        found = infer(relaxed, seed=seed, deadline=deadline, max_terms=max_terms, states=states)
+        found = infer(relaxed, seed=seed, deadline=deadline, max_terms=max_terms,
+                      with_products=with_products, states=states)
         if found is None:
             why = "templates: timeout while checking candidates"
             continue
