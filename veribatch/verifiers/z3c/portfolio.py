@@ -323,8 +323,8 @@ def verify_text(
                 slice_s = min(left, base * (2**rnd))
                 if unsafe_hint and member == "bmc":
                     slice_s = left
-                elif member == "bmc" and products and rnd > 0:
-                    slice_s = min(left, max(slice_s, BMC_SLICE_POLY_S))
+                elif member == "bmc" and products:
+                    slice_s = min(left, max(slice_s, BMC_SLICE_POLY_S if rnd else BMC_FIRST_POLY_S))
                 if member == "templates":
                     if rnd < first_round:
                         continue
@@ -411,12 +411,16 @@ TEMPLATES_ROUND_LINEAR = 2  # and without
 # variants) a complete unrolling is the other proof; 0.5 s reached it at load 1, not at load 5
 # (egcd2-ll_unwindbound5_2: depth 7, 0.5-1 s; cohencu-ll_valuebound100_8: depth 127)
 BMC_SLICE_POLY_S = 2.0
+# ... and its first slice there (it runs first: `_poly_order`) at least this long: 0.5 s left
+# InvBench-Easy's egcd2-ll_unwindbound5_2 and egcd-ll_valuebound10_3 (0.6-0.7 s of BMC at load
+# 3.5) undecided until after the templates member's 7.5 s slice (11.1 s and 6.6 s in all)
+BMC_FIRST_POLY_S = 1.0
 
 
 def _poly_order(members: tuple[str, ...]) -> tuple[str, ...]:
-    """On clauses with products: `bmc` first (with the round's short slice in round 0,
-    `BMC_SLICE_POLY_S` from round 1), `spacer-nla` before `spacer`, and `templates` right
-    before `spacer-global` (else last).
+    """On clauses with products: `bmc` first (its slices at least `BMC_FIRST_POLY_S` in
+    round 0, `BMC_SLICE_POLY_S` from round 1), `spacer-nla` before `spacer`, and `templates`
+    right before `spacer-global` (else last).
 
     Measured on InvBench-Easy's seeded sample of 20 (`bench/verifier.py --sample 20 --seed 7`;
     17 with products), each member alone in a round-0 slice (load 1.7-2.4): BMC decided 13
