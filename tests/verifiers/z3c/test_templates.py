@@ -143,6 +143,28 @@ def test_validate_checks_only_the_clauses_of_the_changed_predicates():
     assert ok is True  # no clause reads or defines it: nothing to check
 
 
+def test_invariants_from_prints_only_texts_equivalent_or_re_checked(monkeypatch):
+    # `invariants_from` skips the re-check of a C text equivalent to the validated
+    # interpretation (`engines._equivalent`); any other text must still re-check
+    ast, enc = engines.spacer_program(COHENCU)
+    [pred] = [p for p in enc.preds if p.label == 1]
+    v = {s.uid.split("@")[0]: z3.Var(i, z3.IntSort()) for i, s in enumerate(pred.sig)}
+    a, n, y, zz = v["a"], v["n"], v["y"], v["z"]
+    interps = {pred.decl.name(): z3.And(zz == 6 * n + 6, y == 3 * n * n + 3 * n + 1, n >= 0,
+                                        a >= 0, a <= 100, n - a <= 1)}
+    assert chc.validate(enc, interps)[0] is True
+    assert [i["loop"] for i in engines.invariants_from(ast, enc, interps)] == [1]
+    assert engines._equivalent(pred, n >= 0, z3.Not(n < 0))
+    assert not engines._equivalent(pred, n >= 0, n >= 1)
+    z3.set_param("rlimit", 1)  # every check "unknown": not shown equivalent
+    try:
+        assert not engines._equivalent(pred, n >= 0, z3.Not(n < 0))
+    finally:
+        z3.set_param("rlimit", 0)
+    monkeypatch.setattr(engines.cexpr, "to_c", lambda e, p: "n <= a")  # not inductive
+    assert engines.invariants_from(ast, enc, interps) == []
+
+
 @pytest.mark.parametrize("name", ["cohendiv-ll_unwindbound100_2", "ps4-ll_2"])
 def test_portfolio_decides_former_nonlinear_timeouts(invbench_easy: Path, name: str):
     text = _easy(invbench_easy, name)

@@ -189,10 +189,14 @@ def invariants_from(
                 trial[p.decl.name()] = cexpr.to_formula(text, p, ast, data_model=data_model)
         except (cexpr.NotExpressible, cexpr.CandidateError):
             continue
-        # only the clauses at this loop's predicates changed: the others were validated
-        # with the same interpretations (the proof's, or an earlier loop's accepted text)
-        ok, _ = chc.validate(enc, trial, timeout_ms=timeout_ms, deadline=deadline,
-                             changed={p.decl.name() for p in preds})
+        # the C text means what the validated interpretation means: the clauses are the
+        # same up to equivalence; else re-check the clauses at this loop's predicates (the
+        # others were validated with the same interpretations: the proof's, or an earlier
+        # loop's accepted text)
+        ok = all(_equivalent(p, c_interps[p.decl.name()], trial[p.decl.name()]) for p in preds)
+        if not ok:
+            ok, _ = chc.validate(enc, trial, timeout_ms=timeout_ms, deadline=deadline,
+                                 changed={p.decl.name() for p in preds})
         if ok is True:
             c_interps = trial
             texts[label] = text
@@ -201,6 +205,18 @@ def invariants_from(
         {"loop": label, "line": sites[label].line, "invariant": _strip_outer(text)}
         for label, text in sorted(texts.items())
     ]
+
+
+EQUIVALENT_MS = 200  # `_equivalent`: a C text is usually the interpretation rendered back
+
+
+def _equivalent(p: Any, a: z3.BoolRef, b: z3.BoolRef) -> bool:
+    """Whether two bodies of predicate `p` (over `Var(i)`) are shown equivalent in time."""
+    args = [z3.FreshConst(p.decl.domain(i), "eq") for i in range(p.decl.arity())]
+    s = z3.Solver()
+    s.set("timeout", EQUIVALENT_MS)
+    s.add(chc.apply_interp(a, args) != chc.apply_interp(b, args))
+    return s.check() == z3.unsat
 
 
 def _strip_outer(text: str) -> str:
