@@ -117,6 +117,54 @@ def test_validate_decides_prod4br_consecution_with_the_other_arith_solver(invben
     assert time.monotonic() - t0 < 30
 
 
+def test_check_arith_tries_each_solver_briefly_before_the_long_turns(invbench_easy: Path):
+    # The same clause with a 10 s budget: split between the solvers one after another,
+    # the default (undecided in 20 s) spent 5 s of it before the old solver's 0.01 s;
+    # the short probes (`chc.ARITH_PROBE_MS`) reach the old solver after 50 ms.
+    _, enc = engines.spacer_program(_easy(invbench_easy, "prod4br-ll_unwindbound5_1"))
+    [pred] = [p for p in enc.preds if p.label == 1]
+    v = {s.uid.split("@")[0]: z3.Var(i, z3.IntSort()) for i, s in enumerate(pred.sig)}
+    inv = v["q"] + v["a"] * v["b"] * v["p"] == v["x"] * v["y"]
+    t0 = time.monotonic()
+    ok, why = chc.validate(enc, {pred.decl.name(): inv}, timeout_ms=10_000)
+    assert ok is True, why
+    assert time.monotonic() - t0 < 3.0, time.monotonic() - t0
+
+
+def test_validate_checks_only_the_clauses_of_the_changed_predicates():
+    # `invariants_from` re-checks a loop's C text on the clauses at that loop only
+    _, enc = engines.spacer_program(COHENCU)
+    [pred] = [p for p in enc.preds if p.label == 1]
+    v = {s.uid.split("@")[0]: z3.Var(i, z3.IntSort()) for i, s in enumerate(pred.sig)}
+    wrong = {pred.decl.name(): v["n"] - v["a"] <= 0}  # not inductive (n reaches a + 1)
+    ok, _ = chc.validate(enc, wrong, changed={pred.decl.name()})
+    assert ok is False
+    ok, _ = chc.validate(enc, wrong, changed={"no-such-predicate"})
+    assert ok is True  # no clause reads or defines it: nothing to check
+
+
+def test_invariants_from_prints_only_texts_equivalent_or_re_checked(monkeypatch):
+    # `invariants_from` skips the re-check of a C text equivalent to the validated
+    # interpretation (`engines._equivalent`); any other text must still re-check
+    ast, enc = engines.spacer_program(COHENCU)
+    [pred] = [p for p in enc.preds if p.label == 1]
+    v = {s.uid.split("@")[0]: z3.Var(i, z3.IntSort()) for i, s in enumerate(pred.sig)}
+    a, n, y, zz = v["a"], v["n"], v["y"], v["z"]
+    interps = {pred.decl.name(): z3.And(zz == 6 * n + 6, y == 3 * n * n + 3 * n + 1, n >= 0,
+                                        a >= 0, a <= 100, n - a <= 1)}
+    assert chc.validate(enc, interps)[0] is True
+    assert [i["loop"] for i in engines.invariants_from(ast, enc, interps)] == [1]
+    assert engines._equivalent(pred, n >= 0, z3.Not(n < 0))
+    assert not engines._equivalent(pred, n >= 0, n >= 1)
+    z3.set_param("rlimit", 1)  # every check "unknown": not shown equivalent
+    try:
+        assert not engines._equivalent(pred, n >= 0, z3.Not(n < 0))
+    finally:
+        z3.set_param("rlimit", 0)
+    monkeypatch.setattr(engines.cexpr, "to_c", lambda e, p: "n <= a")  # not inductive
+    assert engines.invariants_from(ast, enc, interps) == []
+
+
 @pytest.mark.parametrize("name", ["cohendiv-ll_unwindbound100_2", "ps4-ll_2"])
 def test_portfolio_decides_former_nonlinear_timeouts(invbench_easy: Path, name: str):
     text = _easy(invbench_easy, name)
@@ -126,18 +174,18 @@ def test_portfolio_decides_former_nonlinear_timeouts(invbench_easy: Path, name: 
     assert res.extras["proof_checked"] is True
     log = res.extras["portfolio"]
     assert log[-1]["member"] == "templates"
-    # polynomial clauses: templates first runs in round 0, after Spacer's and BMC's slices
+    # polynomial clauses: templates first runs in round 0, after BMC's and Spacer's slices
     # and before spacer-global's
     first = next(i for i, e in enumerate(log) if e["member"] == "templates")
-    assert [e["member"] for e in log[:first]] == ["spacer", "spacer-nla", "bmc"]
+    assert [e["member"] for e in log[:first]] == ["bmc", "spacer-nla", "spacer"]
     assert portfolio._templates_round(text, "ILP32", engines.MEMBERS) == portfolio.TEMPLATES_ROUND_POLY
 
 
 def test_templates_run_before_spacer_global_only_on_clauses_with_products():
     assert portfolio._poly_order(engines.MEMBERS) == (
-        "spacer", "spacer-nla", "bmc", "templates", "spacer-global")
+        "bmc", "spacer-nla", "spacer", "templates", "spacer-global")
     assert portfolio._poly_order(("bmc", "spacer", "spacer-nla", "spacer-global", "templates")) \
-        == ("bmc", "spacer", "spacer-nla", "templates", "spacer-global")
+        == ("bmc", "spacer-nla", "spacer", "templates", "spacer-global")
     assert portfolio._poly_order(("spacer", "templates")) == ("spacer", "templates")
     linear = ("extern void reach_error(void); extern int __VERIFIER_nondet_int(void);\n"
               "int main() { int n = __VERIFIER_nondet_int(), i = 0;\n"
@@ -213,9 +261,9 @@ def test_templates_alone_prove_cohencu_with_the_exit_bound_and_not_its_unsafe_tw
     assert res.status is Status.FALSE, (res.status, res.reason)
 
 
-def test_bmc_gets_a_longer_slice_on_clauses_with_products():
+def test_bmc_goes_first_on_clauses_with_products_with_longer_slices_from_round_1():
     # every loop bounded by 5 iterations in all (InvBench's `_unwindbound5`): a complete
-    # unrolling proves it, within BMC's first slice whatever the load
+    # unrolling proves it, in BMC's first slice (1 s) or its longer later ones
     text = """extern void reach_error(void); extern int __VERIFIER_nondet_int(void);
 int counter = 0;
 int main() {
@@ -226,15 +274,20 @@ int main() {
   return 0;
 }
 """
-    # (Spacer proves this one now and then: the members that schedule BMC's slice only)
-    members = ("bmc", "templates")
-    res = portfolio.verify_text(text, 30, members=members, in_process=True)
+    res = portfolio.verify_text(text, 30, in_process=True)
     assert res.status == "TRUE", (res.status, res.reason)
-    assert res.extras["portfolio"][0]["member"] == "bmc"
-    assert res.extras["portfolio"][0]["slice_s"] == portfolio.BMC_SLICE_POLY_S
-    linear = portfolio.verify_text(text.replace("x * i", "x"), 30, members=members,
-                                   in_process=True)
-    assert linear.extras["portfolio"][0]["slice_s"] == 0.5
+    assert res.extras["portfolio"][0]["member"] == "bmc"  # first of all the members
+    assert res.extras["portfolio"][0]["slice_s"] == portfolio.BMC_FIRST_POLY_S
+    # on linear clauses BMC keeps its place (after two Spacer members)
+    linear = portfolio.verify_text(text.replace("x * i", "x"), 30, in_process=True,
+                                   members=("spacer-global", "bmc"))
+    assert linear.extras["portfolio"][0]["member"] == "spacer-global"
+    # an unbounded loop with products: BMC's round-0 slice is the shorter, later ones longer
+    unbounded = text.replace("counter++ < 5", "i < x").replace("x > 1000)", "x > 1000000)")
+    res = portfolio.verify_text(unbounded, 5, members=("bmc",), in_process=True)
+    slices = [e["slice_s"] for e in res.extras["portfolio"]]
+    assert slices[0] == portfolio.BMC_FIRST_POLY_S, slices
+    assert slices[1] >= portfolio.BMC_SLICE_POLY_S - 0.3, slices
 
 
 def test_validate_decides_linear_conjuncts_under_the_linear_hypotheses_alone(monkeypatch):

@@ -189,7 +189,14 @@ def invariants_from(
                 trial[p.decl.name()] = cexpr.to_formula(text, p, ast, data_model=data_model)
         except (cexpr.NotExpressible, cexpr.CandidateError):
             continue
-        ok, _ = chc.validate(enc, trial, timeout_ms=timeout_ms, deadline=deadline)
+        # the C text means what the validated interpretation means: the clauses are the
+        # same up to equivalence; else re-check the clauses at this loop's predicates (the
+        # others were validated with the same interpretations: the proof's, or an earlier
+        # loop's accepted text)
+        ok = all(_equivalent(p, c_interps[p.decl.name()], trial[p.decl.name()]) for p in preds)
+        if not ok:
+            ok, _ = chc.validate(enc, trial, timeout_ms=timeout_ms, deadline=deadline,
+                                 changed={p.decl.name() for p in preds})
         if ok is True:
             c_interps = trial
             texts[label] = text
@@ -198,6 +205,18 @@ def invariants_from(
         {"loop": label, "line": sites[label].line, "invariant": _strip_outer(text)}
         for label, text in sorted(texts.items())
     ]
+
+
+EQUIVALENT_MS = 200  # `_equivalent`: a C text is usually the interpretation rendered back
+
+
+def _equivalent(p: Any, a: z3.BoolRef, b: z3.BoolRef) -> bool:
+    """Whether two bodies of predicate `p` (over `Var(i)`) are shown equivalent in time."""
+    args = [z3.FreshConst(p.decl.domain(i), "eq") for i in range(p.decl.arity())]
+    s = z3.Solver()
+    s.set("timeout", EQUIVALENT_MS)
+    s.add(chc.apply_interp(a, args) != chc.apply_interp(b, args))
+    return s.check() == z3.unsat
 
 
 def _strip_outer(text: str) -> str:
@@ -234,7 +253,8 @@ def run_spacer(
     """
     ast, enc = spacer_program(text, data_model)
     grace = RECHECK_GRACE_S if recheck_grace_s is None else recheck_grace_s
-    deadline = time.monotonic() + timeout_s + grace
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s + grace
     ans = chc.solve(enc, timeout_ms=int(timeout_s * 1000), global_guidance=global_guidance,
                     nonlinear=nonlinear, seed=seed)
     if ans.status == "unsafe" and enc.over_approximate:
@@ -249,16 +269,21 @@ def run_spacer(
     for name, body in ans.interps.items():
         qf = chc.eliminate_quantifiers(body, timeout_ms=500)
         interps[name] = qf if qf is not None else body
+    t1 = time.monotonic()
     ok, why = chc.validate(enc, interps, timeout_ms=10_000, deadline=deadline)
+    t2 = time.monotonic()
+    timing = {"solve_s": round(t1 - t0, 3), "recheck_s": round(t2 - t1, 3)}
     if ok is False:
-        return {"answer": "unknown", "reason": f"Spacer's proof did not re-check: {why}"}
+        return {"answer": "unknown", "reason": f"Spacer's proof did not re-check: {why}",
+                "timing": timing}
     if ok is None:
-        return {"answer": "unknown", "unchecked_proof": True,
+        return {"answer": "unknown", "unchecked_proof": True, "timing": timing,
                 "reason": f"Spacer found a proof that could not be re-checked ({why})"}
     invs = invariants_from(ast, enc, interps, data_model=data_model, timeout_ms=2000,
                            deadline=deadline)
+    timing["invariants_s"] = round(time.monotonic() - t2, 3)
     out: dict[str, Any] = {"answer": "safe", "proof": "spacer", "proof_checked": True,
-                           "invariants": invs}
+                           "invariants": invs, "timing": timing}
     if enc.heap:
         wild = never_written_pointer_fields(ast)
         out["assumes"] = HEAP_ASSUMPTION + (WILD_ASSUMPTION.format(", ".join(sorted(wild))) if wild else "")
@@ -313,14 +338,18 @@ def run_templates(
     ast, enc = templates_program(text, data_model)
     grace = RECHECK_GRACE_S if recheck_grace_s is None else recheck_grace_s
     deadline = time.monotonic() + timeout_s
+    t0 = time.monotonic()
     proof, why = templates.prove(enc, deadline=deadline, seed=seed, recheck_s=grace,
                                  on_proof=on_proof)
+    t1 = time.monotonic()
     if proof is None:
         return {"answer": "unknown", "reason": why}
     invs = invariants_from(ast, enc, proof.interps, data_model=data_model, timeout_ms=2000,
                            deadline=max(deadline, time.monotonic()) + grace)
     out: dict[str, Any] = {"answer": "safe", "proof": proof.how, "proof_checked": True,
-                           "invariants": invs}
+                           "invariants": invs,
+                           "timing": {"prove_s": round(t1 - t0, 3),
+                                      "invariants_s": round(time.monotonic() - t1, 3)}}
     if any(p.function for p in enc.preds):  # recursive functions' summaries: no loop invariants
         out["summaries"] = summary_terms(enc.preds, proof.interps)
     return out

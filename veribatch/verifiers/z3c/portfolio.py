@@ -290,13 +290,13 @@ def verify_text(
     bad, bmc_only = _support(text, data_model, filename)
     if bad is not None:
         return bad
+    products = bmc_only is None and _products(text, data_model)
     if bmc_only is not None:
         members = tuple(m for m in members if m == "bmc")
-    elif "bmc" in members and _over_approximate(text, data_model):
+    elif "bmc" in members and (products or _over_approximate(text, data_model)):
         members = ("bmc", *(m for m in members if m != "bmc"))
     first_round = _templates_round(text, data_model, members)
-    poly = "templates" in members and first_round == TEMPLATES_ROUND_POLY
-    if poly:
+    if products:
         members = _poly_order(members)
     log: list[dict[str, Any]] = []
     active = list(members)
@@ -323,8 +323,8 @@ def verify_text(
                 slice_s = min(left, base * (2**rnd))
                 if unsafe_hint and member == "bmc":
                     slice_s = left
-                elif member == "bmc" and poly:
-                    slice_s = min(left, max(slice_s, BMC_SLICE_POLY_S))
+                elif member == "bmc" and products:
+                    slice_s = min(left, max(slice_s, BMC_SLICE_POLY_S if rnd else BMC_FIRST_POLY_S))
                 if member == "templates":
                     if rnd < first_round:
                         continue
@@ -349,6 +349,8 @@ def verify_text(
                     bmc_depth = got["next_depth"]
                 log.append({"member": member, "slice_s": round(slice_s, 3),
                             "answer": got.get("answer"), "wall_s": round(time.monotonic() - t0, 3)})
+                if "timing" in got:  # where a deciding member's time went (solve, re-check)
+                    log[-1]["timing"] = got["timing"]
                 ans = got.get("answer")
                 if ans == "safe":
                     extras = {"proof": got.get("proof"), "invariants": got.get("invariants", []),
@@ -404,28 +406,43 @@ def verify_text(
 
 TEMPLATES_ROUND_POLY = 0  # the round the templates member first runs in: clauses with products,
 TEMPLATES_ROUND_LINEAR = 2  # and without
-# BMC's slices on clauses with products are at least this long: Spacer rarely proves those,
-# and when the loops are bounded (InvBench's `_unwindbound`/`_valuebound` variants) a
-# complete unrolling is the other proof; 0.5 s reached it at load 1, not at load 5
+# BMC's slices on clauses with products are at least this long from round 1 on: Spacer rarely
+# proves those, and when the loops are bounded (InvBench's `_unwindbound`/`_valuebound`
+# variants) a complete unrolling is the other proof; 0.5 s reached it at load 1, not at load 5
 # (egcd2-ll_unwindbound5_2: depth 7, 0.5-1 s; cohencu-ll_valuebound100_8: depth 127)
 BMC_SLICE_POLY_S = 2.0
+# ... and its first slice there (it runs first: `_poly_order`) at least this long: 0.5 s left
+# InvBench-Easy's egcd2-ll_unwindbound5_2 and egcd-ll_valuebound10_3 (0.6-0.7 s of BMC at load
+# 3.5) undecided until after the templates member's 7.5 s slice (11.1 s and 6.6 s in all)
+BMC_FIRST_POLY_S = 1.0
 
 
 def _poly_order(members: tuple[str, ...]) -> tuple[str, ...]:
-    """On clauses with products, `templates` right before `spacer-global` (else last).
+    """On clauses with products: `bmc` first (its slices at least `BMC_FIRST_POLY_S` in
+    round 0, `BMC_SLICE_POLY_S` from round 1), `spacer-nla` before `spacer`, and `templates`
+    right before `spacer-global` (else last).
 
-    Measured on InvBench-Easy's 88 polynomial programs (egcd, cohencu, ps4, fermat, ...):
-    `spacer-global` decided none of them in its round-0 slice, templates decided 5 right
-    after it, so it goes first of the two.  Not before BMC or the other Spacer members:
-    they decided 25 and 37 of the 88 in round 0 (1.2-3.6 s), and templates alone, on the
-    30 that BMC or templates decided, left 17 undecided, 9 of them after its whole 7.5 s
-    slice: run before them it would have delayed those verdicts by up to that much.
+    Measured on InvBench-Easy's seeded sample of 20 (`bench/verifier.py --sample 20 --seed 7`;
+    17 with products), each member alone in a round-0 slice (load 1.7-2.4): BMC decided 13
+    of the 17 in 0.03-0.39 s (bounded loops: a complete unrolling or a replayed trace),
+    `spacer-nla` 8 (0.13-1.7 s with the re-check), `spacer` 1; of the 4 BMC left,
+    `spacer-nla` decided one, `spacer` one, templates two (0.3-1.7 s).  Behind two Spacer
+    slices BMC's verdicts came after 1.1-1.5 s instead.  On Easy's 88 polynomial programs `spacer-global` decided none in its round-0
+    slice, templates decided 5 right after it, so templates goes first of the two; not
+    before BMC or the other Spacer members: templates alone, on the 30 that BMC or
+    templates decided, left 17 undecided, 9 of them after its whole 7.5 s slice.
     """
-    if "spacer-global" not in members or "templates" not in members:
-        return members
-    rest = [m for m in members if m != "templates"]
-    k = rest.index("spacer-global")
-    return (*rest[:k], "templates", *rest[k:])
+    order = [m for m in members if m != "templates"]
+    if "spacer" in order and "spacer-nla" in order:
+        order.remove("spacer-nla")
+        order.insert(order.index("spacer"), "spacer-nla")
+    if "bmc" in order:
+        order.remove("bmc")
+        order.insert(0, "bmc")
+    if "templates" in members:
+        k = order.index("spacer-global") if "spacer-global" in order else len(order)
+        order.insert(k, "templates")
+    return tuple(order)
 
 
 def _templates_slice(timeout_s: float) -> float:
@@ -455,9 +472,13 @@ def _templates_round(text: str, data_model: str, members: tuple[str, ...]) -> in
     """
     if "templates" not in members:
         return 0
+    return TEMPLATES_ROUND_POLY if _products(text, data_model) else TEMPLATES_ROUND_LINEAR
+
+
+def _products(text: str, data_model: str) -> bool:
+    """Whether the clauses Spacer solves multiply or divide variables (`templates.nonlinear`)."""
     with engines.Z3_LOCK:
-        _, enc = engines.spacer_program(text, data_model)
-        return TEMPLATES_ROUND_POLY if templates.nonlinear(enc) else TEMPLATES_ROUND_LINEAR
+        return templates.nonlinear(engines.spacer_program(text, data_model)[1])
 
 
 UNCONFIRMED = "unconfirmed counterexample"
