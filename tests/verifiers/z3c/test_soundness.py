@@ -271,6 +271,19 @@ def test_an_unrolling_that_cuts_paths_is_no_proof() -> None:
     assert safe == {"answer": "safe", "proof": "complete-unrolling", "invariants": []}, safe
 
 
+
+def test_cut_paths_shown_infeasible_still_give_the_proof() -> None:
+    """The other half of the rule: a loop bounded by an input (n <= 3) is cut at every depth,
+    and its unrolling is a proof once no execution reaches the cut; the unsafe twin (n <= 4
+    reaches i == 4) is never TRUE."""
+    body = """int main() { int n = __VERIFIER_nondet_int(); assume_abort_if_not(n >= 0 && n <= N);
+      int i = 0; while (i < n) { i++; } __VERIFIER_assert(i <= 3); return 0; }"""
+    enc = encode(engines.parsed(prog(body.replace("N", "3"))), mode="unroll", depth=7)
+    assert enc.cut and engines._cut_infeasible(enc, time.monotonic() + 10)
+    got = engines.run_bmc(prog(body.replace("N", "3")), 10)
+    assert got == {"answer": "safe", "proof": "complete-unrolling", "invariants": []}, got
+    assert engines.run_bmc(prog(body.replace("N", "4")), 10)["answer"] == "false"
+
 def test_cut_paths_undecided_are_not_infeasible(starved_z3: None) -> None:
     enc = encode(engines.parsed(prog(DEEP_ERROR)), mode="unroll", depth=3)
     assert enc.cut and not engines._cut_infeasible(enc, time.monotonic() + 10)
