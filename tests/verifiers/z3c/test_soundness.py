@@ -218,6 +218,27 @@ def test_bmc_without_a_confirming_replay_is_never_false(monkeypatch: pytest.Monk
     assert calls and got["answer"] == "unknown" and "replay refused (test)" in got["reason"], got
 
 
+
+XOR_UNSAFE = """int main() { int x = __VERIFIER_nondet_int(); int y = __VERIFIER_nondet_int();
+  if ((x ^ y) == 12345) { reach_error(); } return 0; }"""  # `^` of two variables: bit by bit
+
+
+def test_a_bit_blasted_trace_without_a_confirming_replay_is_never_false(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bit-blasted counterexample search (rule 16) hands out candidate traces only: its
+    first one is confirmed by the replay on the unsafe program; with the replay refusing
+    every trace, no FALSE (each rejected trace is blocked until the time runs out)."""
+    got = engines.run_bmc(prog(XOR_UNSAFE), 30)
+    assert got["answer"] == "false" and got["counterexample"]["search"] == "bit-blast", got
+    calls: list[object] = []
+
+    def refuse(*a: object, **k: object) -> replay.Replay:
+        calls.append(a)
+        return replay.Replay(False, "replay refused (test)")
+
+    monkeypatch.setattr(replay, "replay", refuse)
+    got = engines.run_bmc(prog(XOR_UNSAFE), 2)
+    assert calls and got["answer"] == "unknown" and "replay refused (test)" in got["reason"], got
+
 def test_spacers_unsafe_without_a_trace_is_never_false() -> None:
     """Spacer finds the error of DIV_BY_ZERO reachable (the quotient by 0 is any value);
     no trace replays: UNKNOWN or TIMEOUT, the hint named, never FALSE (nor TRUE)."""
@@ -249,6 +270,19 @@ def test_an_unrolling_that_cuts_paths_is_no_proof() -> None:
                                 .replace("1000", "5")), 20)
     assert safe == {"answer": "safe", "proof": "complete-unrolling", "invariants": []}, safe
 
+
+
+def test_cut_paths_shown_infeasible_still_give_the_proof() -> None:
+    """The other half of the rule: a loop bounded by an input (n <= 3) is cut at every depth,
+    and its unrolling is a proof once no execution reaches the cut; the unsafe twin (n <= 4
+    reaches i == 4) is never TRUE."""
+    body = """int main() { int n = __VERIFIER_nondet_int(); assume_abort_if_not(n >= 0 && n <= N);
+      int i = 0; while (i < n) { i++; } __VERIFIER_assert(i <= 3); return 0; }"""
+    enc = encode(engines.parsed(prog(body.replace("N", "3"))), mode="unroll", depth=7)
+    assert enc.cut and engines._cut_infeasible(enc, time.monotonic() + 10)
+    got = engines.run_bmc(prog(body.replace("N", "3")), 10)
+    assert got == {"answer": "safe", "proof": "complete-unrolling", "invariants": []}, got
+    assert engines.run_bmc(prog(body.replace("N", "4")), 10)["answer"] == "false"
 
 def test_cut_paths_undecided_are_not_infeasible(starved_z3: None) -> None:
     enc = encode(engines.parsed(prog(DEEP_ERROR)), mode="unroll", depth=3)
@@ -293,6 +327,17 @@ def test_replay_confirms_only_reach_error() -> None:
         rep = replay.replay(ast, [x])
         assert not rep.confirmed, (x, rep)
 
+
+
+def test_a_replay_program_that_does_not_compile_confirms_nothing() -> None:
+    """The front end does not type-check: a program gcc rejects (an undeclared variable) is
+    no confirmation, even on the trace that would reach reach_error; its twin, the variable
+    declared, compiles and is confirmed on the same trace."""
+    body = """int main() { int x = __VERIFIER_nondet_int(); DECL
+      if (x == 3) { y = x; reach_error(); } return 0; }"""
+    rep = replay.replay(engines.parsed(prog(body.replace("DECL", ""))), [3])
+    assert not rep.confirmed and rep.detail.startswith("replay program did not compile"), rep
+    assert replay.replay(engines.parsed(prog(body.replace("DECL", "int y = 0;"))), [3]).confirmed
 
 def test_clauses_without_an_error_path_are_proved_and_rechecked() -> None:
     """No path reaches reach_error: Spacer is not even asked (every predicate true), and
