@@ -90,14 +90,13 @@ def _agree(formula: z3.BoolRef, nd_ranges: dict[int, tuple[int, int]]) -> tuple[
 
 
 def test_the_rewrite_keeps_values_wider_than_the_inputs() -> None:
-    """x*x*4 of a 32-bit x is a 66-bit value; a partial product past the width would wrap
-    (2^31 * 2^31 * 4 = 2^64 wraps to 0 in 64 bits, and the unsat twin would turn sat)."""
-    x = ND(0)
-    r32 = {0: (0, (1 << 32) - 1)}
-    assert _agree(x * x * 4 == 1 << 64, r32) == (z3.sat, z3.sat)
-    assert _agree(z3.And(x * x * 4 == 0, x != 0), r32) == (z3.unsat, z3.unsat)
-    assert _agree(z3.And(x * x * x * x == 1 << 124, x > 0), r32) == (z3.sat, z3.sat)
-    assert _agree(x * x * x - x * x * x + (x + 1) * (x + 1) == 1 << 64, r32) == (z3.sat, z3.sat)
+    """x * 2^40 of a 32-bit x is a 72-bit value; in a machine's 64 bits it would wrap
+    (2^24 * 2^40 = 2^64 wraps to 0, and the unsat twin would turn sat)."""
+    x, y = ND(0), ND(1)
+    r = {0: (0, (1 << 32) - 1), 1: (0, 0)}
+    assert _agree(z3.And(x * (1 << 40) == y, x != 0), r) == (z3.unsat, z3.unsat)
+    assert _agree(z3.And(x * (1 << 40) == y + (1 << 64), x != 0), r) == (z3.sat, z3.sat)
+    assert _agree(x * x * 4 == 1 << 64, r) == (z3.sat, z3.sat)
 
 
 def test_the_rewrite_keeps_z3s_euclidean_mod_and_div() -> None:
