@@ -84,6 +84,12 @@ class CallsMixin:
         if self.mode == "unroll":
             v = self.nd_func(state.nd)
             cond = (*state.cond, cint.in_range(v, t))
+            idx = z3.simplify(state.nd)
+            if z3.is_int_value(idx):  # the input's range for `bvcheck` (an index on a path)
+                lo, hi = self.nd_ranges.get(idx.as_long(), (t.lo, t.hi))
+                self.nd_ranges[idx.as_long()] = (min(lo, t.lo), max(hi, t.hi))
+            else:
+                self.nd_ranges[-1] = (t.lo, t.hi)  # some read's index is not a constant
             if self.nd_kind is not None:  # the program also reads floating-point inputs
                 cond = (*cond, self.nd_kind(state.nd) == 0)
             return State(state.preds, cond, state.env, state.nd + 1), v

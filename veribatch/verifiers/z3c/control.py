@@ -81,6 +81,8 @@ class ControlFlowMixin:
             for g, v in zip(reversed(guards[:-1]), reversed(vals[:-1]), strict=True):
                 term = z3.If(g, v, term)
             cond.append(f == term)
+            if z3.is_int(f):
+                self.joins[f.decl().name()] = term
             env[k] = f
         nds = [s.nd for s in states]
         nd = nds[0]

@@ -126,6 +126,8 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
         self.abstract_floats = mode == "chc"  # floating point as opaque values (`floats`)
         self.bit_level = False  # a bitwise operator was encoded bit by bit (expressions.bitwise)
         self.no_ub: list[z3.BoolRef] = []  # no undefined behaviour (note_defined), search only
+        self.joins: dict[str, z3.ArithRef] = {}  # unroll mode: a join's integer constant -> its term
+        self.nd_ranges: dict[int, tuple[int, int]] = {}  # unroll mode: input index -> its types' range
         # only encodings with bitwise operators collect `no_ub` for the bit-blasted search
         # (engines.run_bmc): quadratic in the unrolling, it made floating-point programs'
         # deep unrollings 4-6x slower to encode, and their traces rarely need it
@@ -205,7 +207,8 @@ class Encoder(ControlFlowMixin, ExpressionsMixin, MemoryMixin, FloatsMixin, Call
             self.mode, self.preds, self.clauses, self.errors, self.nd_func, self.sites,
             self.cut, self.cut_guards, self.definitions, self.nd_kind, self.nd_bits, self.heap,
             self.bit_level, self.no_ub, bool(self.division_facts),
-            over_approximate=self.over_approximate,
+            over_approximate=self.over_approximate, joins=self.joins,
+            nd_ranges=self.nd_ranges,
         )
 
     def _with_division_facts(self, clause: Clause) -> Clause:

@@ -30,17 +30,18 @@ import z3
 from pycparser import c_ast
 
 from veribatch.verifiers import cfront
-from veribatch.verifiers.z3c import cexpr, chc, replay, slicing, templates
+from veribatch.verifiers.z3c import bvcheck, cexpr, chc, replay, slicing, templates
 from veribatch.verifiers.z3c.encode import Encoding, encode
 from veribatch.verifiers.z3c.memory import never_written_pointer_fields
 from veribatch.verifiers.z3c.summaries import summary_terms
 
-ENCODING_VERSION = "6"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE;
+ENCODING_VERSION = "7"  # 2: a Spacer proof that does not re-check is UNKNOWN, never TRUE;
 # 3: the heap in the Horn encoding (Spacer proves memory programs, NULL dereference ends a run);
 # 4: the templates member (polynomial invariants from sampled states);
 # 5: recursive summaries, bit-wise and floating-point abstractions, never-written pointer members
 # in the Horn encoding (verdicts a run with 4 recorded may differ: resume must not mix them);
-# 6: bounds on the program's own products among the templates' guesses (UNKNOWN -> TRUE)
+# 6: bounds on the program's own products among the templates' guesses (UNKNOWN -> TRUE);
+# 7: BMC's bit-wise queries decided over bit-vectors (bvcheck); BMC first on clauses with products
 MEMBERS = ("spacer", "spacer-nla", "bmc", "spacer-global", "templates")
 # Z3's Python API shares one context per process and is not thread-safe: every
 # in-process use of Z3 (encoding, candidate checks, in-process members) holds this.
@@ -402,7 +403,26 @@ def _run_bmc(
         if left_ms <= 0:
             return stopped(f"timeout at depth {depth}")
         errors_unsat = not enc.errors
-        if enc.errors and (enc.bit_level or enc.nd_kind is not None):
+        exact = enc.bit_level and enc.nd_kind is None  # rule 23: the query over bit-vectors
+        if enc.errors and exact:
+            found = _exact_bits(enc, list(_guards(enc)), time.monotonic() + left_ms * 0.5e-3)
+            if found is True:
+                errors_unsat = True
+            elif found is not None:
+                values, line = found
+                rep = replay.replay(ast, values, data_model=data_model)
+                if rep.confirmed:
+                    return {
+                        "answer": "false",
+                        "counterexample": {"inputs": values, "error_line": line, "depth": depth,
+                                           "replay": rep.detail, "replay_sandbox": rep.sandbox,
+                                           "search": "bit-vectors"},
+                    }
+                last_reason = f"timeout; unconfirmed counterexample at depth {depth}: {rep.detail}"
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                return stopped(f"timeout at depth {depth}")
+        if not errors_unsat and enc.errors and (enc.bit_level or enc.nd_kind is not None):
             # bitwise operators or floating point: the default solver rarely decides
             # these queries in a slice, so the search gets 3/4 of what is left; each
             # trace gcc rejects is blocked and the search goes on
@@ -419,7 +439,7 @@ def _run_bmc(
             left_ms = int((deadline - time.monotonic()) * 1000)
             if left_ms <= 0:
                 return stopped(f"timeout at depth {depth}")
-        if enc.errors:
+        if enc.errors and not errors_unsat:
             s = z3.Solver()
             s.add(*enc.definitions)
             s.set("timeout", left_ms)
@@ -449,7 +469,7 @@ def _run_bmc(
             else:
                 errors_unsat = True
         # No error within the bound and no execution longer than the bound: a proof.
-        if errors_unsat and (not enc.cut or _cut_infeasible(enc, deadline)):
+        if errors_unsat and (not enc.cut or _cut_infeasible(enc, deadline, exact=exact)):
             return {"answer": "safe", "proof": "complete-unrolling", "invariants": []}
         depth = depth * 2 + 1
     return {"answer": "unknown", "reason": last_reason, "next_depth": depth}
@@ -533,7 +553,54 @@ def _input(m: z3.ModelRef, enc: Encoding, i: int) -> int:
     return m.eval(enc.nd_func(idx), model_completion=True).as_long()
 
 
-def _cut_infeasible(enc: Encoding, deadline: float) -> bool:
+def _guards(enc: Encoding) -> Iterator[tuple[z3.BoolRef, int]]:
+    for e in enc.errors:
+        yield e.guard, e.line
+
+
+def _exact_bits(
+    enc: Encoding, guards: list[tuple[z3.BoolRef, int]], deadline: float
+) -> bool | tuple[list[int], int] | None:
+    """Rule 23: is some guard satisfiable with the unrolling's definitions, decided over
+    bit-vectors (`bvcheck`)?  True: none is (as the integer solver's "unsat"); a model
+    (searched first with no undefined behaviour on the path, `Encoding.no_ub`, as gcc's
+    replay requires): the inputs it reads in index order and the guard's line, a
+    candidate trace rule 4 must confirm; None: no rewrite, undecided in time, or
+    satisfiable only with undefined behaviour."""
+    if int((deadline - time.monotonic()) * 1000) <= 0:
+        return None
+    terms = [*enc.definitions, *(g for g, _ in guards), *enc.no_ub]
+    rw = bvcheck.translate(terms, enc.nd_func, enc.joins, enc.nd_ranges)
+    if rw is None:
+        return None
+    nd, ng = len(enc.definitions), len(guards)
+    defs, gs, no_ub = rw.terms[:nd], rw.terms[nd:nd + ng], rw.terms[nd + ng:]
+    s = z3.SolverFor("QF_BV")
+    s.add(*defs, *rw.ranges(), z3.Or(*gs))
+    for extra in (no_ub, []) if no_ub else ([],):
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            return None
+        s.set("timeout", left_ms)
+        r = s.check(*extra)
+        if r == z3.unsat and not extra:
+            return True
+        if r == z3.sat:
+            m = s.model()
+            line = next(ln for g, (_, ln) in zip(gs, guards, strict=True)
+                        if z3.is_true(m.eval(g, model_completion=True)))
+            n = max(rw.nd, default=-1) + 1
+            return [rw.input_value(m, i) for i in range(n)], line
+        if r == z3.unknown:
+            return None
+    return None
+
+
+def _cut_infeasible(enc: Encoding, deadline: float, *, exact: bool = False) -> bool:
+    if exact:  # rule 23: decided over bit-vectors where the rewrite applies
+        found = _exact_bits(enc, [(g, 0) for g in enc.cut_guards], deadline)
+        if found is not None:
+            return found is True
     s = z3.Solver()
     s.set("timeout", max(1, int((deadline - time.monotonic()) * 1000)))
     s.add(*enc.definitions)

@@ -207,3 +207,7 @@ class Encoding:
     # chc mode: the clauses admit more executions than the program (`bitabs`: `x & y` of two
     # variables), so an error Spacer finds reachable may be spurious
     over_approximate: bool = False
+    # unroll mode: each join's integer constant (by name) -> the term it stands for (`bvcheck`)
+    joins: dict[str, z3.ArithRef] = field(default_factory=dict)
+    # unroll mode: input index -> the range of the types read there (-1: some index not constant)
+    nd_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)

@@ -43,7 +43,7 @@ import z3
 
 from veribatch.verifiers import cfront
 from veribatch.verifiers.forkserver import set_parent_death_signal
-from veribatch.verifiers.z3c import engines, templates
+from veribatch.verifiers.z3c import engines, expressions, templates
 from veribatch.verifiers.z3c.encode import BmcOnly, Unsupported
 
 GRACE_S = 1.0  # beyond its slice a member gets this long to print its answer
@@ -287,6 +287,7 @@ def verify_text(
     start = time.monotonic()
     deadline = start + timeout_s
     fork = not in_process and _can_fork()
+    bits = False  # bit-wise operators in clauses that over-approximate them: longer BMC slices
     bad, bmc_only = _support(text, data_model, filename)
     if bad is not None:
         return bad
@@ -295,6 +296,7 @@ def verify_text(
         members = tuple(m for m in members if m == "bmc")
     elif "bmc" in members and (products or _over_approximate(text, data_model)):
         members = ("bmc", *(m for m in members if m != "bmc"))
+        bits = _bit_level(text)
     first_round = _templates_round(text, data_model, members)
     if products:
         members = _poly_order(members)
@@ -323,6 +325,8 @@ def verify_text(
                 slice_s = min(left, base * (2**rnd))
                 if unsafe_hint and member == "bmc":
                     slice_s = left
+                elif member == "bmc" and bits:
+                    slice_s = min(left, max(slice_s, BMC_SLICE_POLY_S))
                 elif member == "bmc" and products:
                     slice_s = min(left, max(slice_s, BMC_SLICE_POLY_S if rnd else BMC_FIRST_POLY_S))
                 if member == "templates":
@@ -458,6 +462,13 @@ def _over_approximate(text: str, data_model: str) -> bool:
     130_1, 2293_3, 4961_2) took 1.5-3.5x as long behind three Spacer slices."""
     with engines.Z3_LOCK:
         return engines.spacer_program(text, data_model)[1].over_approximate
+
+
+def _bit_level(text: str) -> bool:
+    """Whether the program has bit-wise operators: with clauses that over-approximate them,
+    BMC's exact bit-vector check (rule 23) is the one proof, and an unrolling of a
+    16-iteration bit loop (`interleave_bits`) takes 1-2 s to encode and check."""
+    return expressions.uses_bitwise(engines.parsed(text))
 
 
 def _templates_round(text: str, data_model: str, members: tuple[str, ...]) -> int:
