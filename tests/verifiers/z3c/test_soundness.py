@@ -204,9 +204,8 @@ def test_bmc_trace_needing_undefined_behaviour_is_not_false() -> None:
     assert "unconfirmed counterexample" in got["reason"] and "division by zero" in got["reason"]
 
 
-def test_bmc_without_a_confirming_replay_is_never_false(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A truly unsafe program whose replay (say, gcc) does not confirm the trace: no FALSE."""
-    assert engines.run_bmc(prog(DIV_UNSAFE), 30)["answer"] == "false"  # at depth 0, at once
+def _refuse_every_replay(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The replay (say, gcc) confirming no trace at all; the list records each one offered."""
     calls: list[object] = []
 
     def refuse(*a: object, **k: object) -> replay.Replay:
@@ -214,6 +213,13 @@ def test_bmc_without_a_confirming_replay_is_never_false(monkeypatch: pytest.Monk
         return replay.Replay(False, "replay refused (test)")
 
     monkeypatch.setattr(replay, "replay", refuse)
+    return calls
+
+
+def test_bmc_without_a_confirming_replay_is_never_false(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A truly unsafe program whose replay (say, gcc) does not confirm the trace: no FALSE."""
+    assert engines.run_bmc(prog(DIV_UNSAFE), 30)["answer"] == "false"  # at depth 0, at once
+    calls = _refuse_every_replay(monkeypatch)
     got = engines.run_bmc(prog(DIV_UNSAFE), 6)
     assert calls and got["answer"] == "unknown" and "replay refused (test)" in got["reason"], got
 
@@ -235,13 +241,7 @@ def test_a_bit_level_trace_without_a_confirming_replay_is_never_false(
         monkeypatch.setattr(engines, "_exact_bits", lambda *a, **k: None)
     got = engines.run_bmc(prog(XOR_UNSAFE), 30)
     assert got["answer"] == "false" and got["counterexample"]["search"] == search, got
-    calls: list[object] = []
-
-    def refuse(*a: object, **k: object) -> replay.Replay:
-        calls.append(a)
-        return replay.Replay(False, "replay refused (test)")
-
-    monkeypatch.setattr(replay, "replay", refuse)
+    calls = _refuse_every_replay(monkeypatch)
     got = engines.run_bmc(prog(XOR_UNSAFE), 2)
     assert calls and got["answer"] == "unknown" and "replay refused (test)" in got["reason"], got
 

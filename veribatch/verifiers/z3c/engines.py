@@ -418,12 +418,7 @@ def _run_bmc(
                 values, line = found
                 rep = replay.replay(ast, values, data_model=data_model)
                 if rep.confirmed:
-                    return {
-                        "answer": "false",
-                        "counterexample": {"inputs": values, "error_line": line, "depth": depth,
-                                           "replay": rep.detail, "replay_sandbox": rep.sandbox,
-                                           "search": "bit-vectors"},
-                    }
+                    return _replayed_false(values, line, depth, rep, search="bit-vectors")
                 last_reason = f"timeout; unconfirmed counterexample at depth {depth}: {rep.detail}"
             left_ms = int((deadline - time.monotonic()) * 1000)
             if left_ms <= 0:
@@ -435,12 +430,7 @@ def _run_bmc(
             for values, line in _bit_blasted_traces(enc, time.monotonic() + left_ms * 0.75e-3):
                 rep = replay.replay(ast, values, data_model=data_model)
                 if rep.confirmed:
-                    return {
-                        "answer": "false",
-                        "counterexample": {"inputs": values, "error_line": line, "depth": depth,
-                                           "replay": rep.detail, "replay_sandbox": rep.sandbox,
-                                           "search": "bit-blast"},
-                    }
+                    return _replayed_false(values, line, depth, rep, search="bit-blast")
                 last_reason = f"timeout; unconfirmed counterexample at depth {depth}: {rep.detail}"
             left_ms = int((deadline - time.monotonic()) * 1000)
             if left_ms <= 0:
@@ -460,11 +450,7 @@ def _run_bmc(
                 values = [_input(m, enc, i) for i in range(n)]
                 rep = replay.replay(ast, values, data_model=data_model)
                 if rep.confirmed:
-                    return {
-                        "answer": "false",
-                        "counterexample": {"inputs": values, "error_line": path.line,
-                                           "depth": depth, "replay": rep.detail, "replay_sandbox": rep.sandbox},
-                    }
+                    return _replayed_false(values, path.line, depth, rep)
                 last_reason = f"timeout; unconfirmed counterexample at depth {depth}: {rep.detail}"
             elif r == z3.unknown:
                 why = s.reason_unknown()
@@ -479,6 +465,17 @@ def _run_bmc(
             return {"answer": "safe", "proof": "complete-unrolling", "invariants": []}
         depth = depth * 2 + 1
     return {"answer": "unknown", "reason": last_reason, "next_depth": depth}
+
+
+def _replayed_false(values: list[int], line: int, depth: int, rep: replay.Replay,
+                    search: str | None = None) -> dict[str, Any]:
+    """BMC's FALSE answer: only ever built from a trace the replay confirmed (rule 4);
+    `search` names the bit-level search that found it, if one did."""
+    cex: dict[str, Any] = {"inputs": values, "error_line": line, "depth": depth,
+                           "replay": rep.detail, "replay_sandbox": rep.sandbox}
+    if search is not None:
+        cex["search"] = search
+    return {"answer": "false", "counterexample": cex}
 
 
 def _bit_blasted_traces(enc: Encoding, deadline: float) -> Iterator[tuple[list[int], int]]:
