@@ -11,12 +11,19 @@ integer solver's:
   those), so each lies in ``[-2^63, 2^64 - 1]``; a real execution's inputs satisfy
   that, and the rewrite assumes nothing else about them;
 * an interval for every integer term, bottom up from the inputs' and the
-  constants' (``+ - *`` by interval arithmetic, each partial sum and product of an
-  n-ary term included; ``mod k`` in ``[0, |k| - 1]``; ``div k`` from its operand;
-  ``ite`` the union), and W is the widest signed width any of them needs, plus one;
-* ``+ - *`` are then exact in W bits, comparisons signed, ``x mod k`` is
+  constants' (``+ *`` by interval arithmetic; ``mod k`` in ``[0, |k| - 1]``; ``div k``
+  from its operand, rounded as z3 rounds; ``ite`` the union), and W is the widest
+  signed width any of them needs, plus one (``x div k`` is computed through
+  ``x - x mod |k|``, which can lie just below x's interval);
+* ``+ *`` are then exact in W bits, comparisons signed, ``x mod k`` is
   ``bvsmod(x, |k|)`` (z3's ``mod`` is Euclidean, in ``[0, |k|)``) and ``x div k``
-  the exact quotient ``bvsdiv(x - x mod |k|, k)``.
+  the exact quotient ``bvsdiv(x - x mod |k|, k)``.  A partial sum or product of an
+  n-ary term may wrap: ``+`` and ``*`` modulo 2^W are ring operations, so the whole
+  term's value modulo 2^W does not depend on it, and that value fits.
+
+Only the operators ``z3.simplify`` leaves are covered (it writes ``x - y`` as
+``x + -1*y``, ``-x`` as ``-1*x``, ``Xor`` as ``Not(==)`` and ``Implies`` as ``Or``);
+an operator it would leave in a later z3 is refused, not guessed.
 
 Anything else — a division by a non-constant, an uninterpreted term other than
 ``ND`` and Boolean bits, arrays, reals, floating point, a width above `MAX_WIDTH` —
@@ -34,11 +41,11 @@ MAX_WIDTH = 192
 ND_LO, ND_HI = -(1 << 63), (1 << 64) - 1  # every C integer type's values (ILP32 and LP64)
 LAST_REFUSAL = [""]  # why the last `translate` returned None (tests and the member's reason)
 
-_ARITH = {z3.Z3_OP_ADD, z3.Z3_OP_SUB, z3.Z3_OP_MUL}
+_ARITH = {z3.Z3_OP_ADD, z3.Z3_OP_MUL}
 _CMP = {z3.Z3_OP_LE: z3.Z3_mk_bvsle, z3.Z3_OP_LT: z3.Z3_mk_bvslt,
         z3.Z3_OP_GE: z3.Z3_mk_bvsge, z3.Z3_OP_GT: z3.Z3_mk_bvsgt}
 _BOOL_NARY = {z3.Z3_OP_AND: z3.Z3_mk_and, z3.Z3_OP_OR: z3.Z3_mk_or}
-_BOOL_OTHER = {z3.Z3_OP_NOT, z3.Z3_OP_IMPLIES, z3.Z3_OP_XOR, z3.Z3_OP_TRUE, z3.Z3_OP_FALSE}
+_BOOL_OTHER = {z3.Z3_OP_NOT, z3.Z3_OP_TRUE, z3.Z3_OP_FALSE}
 
 
 class NoRewrite(Exception):
@@ -153,11 +160,6 @@ class Rewrite:
             r = self._interval(n, iv)
             iv[i] = r
             width = max(width, _signed_width(*r))
-            if n.kind in _ARITH and len(n.args) > 2:  # each partial sum or product fits
-                acc = iv[self._id(n.args[0])]
-                for b in n.args[1:]:
-                    acc = _combine(n.kind, acc, iv[self._id(b)])
-                    width = max(width, _signed_width(*acc))
             if width > MAX_WIDTH:
                 raise NoRewrite(f"terms wider than {MAX_WIDTH} bits")
         return width + 1
@@ -184,8 +186,6 @@ class Rewrite:
             (a, b), (c, d) = iv[self._id(n.args[1])], iv[self._id(n.args[2])]
             return min(a, c), max(b, d)
         ivs = [iv[self._id(a)] for a in n.args]
-        if k == z3.Z3_OP_UMINUS:
-            return -ivs[0][1], -ivs[0][0]
         if k in _ARITH:
             r = ivs[0]
             for b in ivs[1:]:
@@ -198,7 +198,7 @@ class Rewrite:
             lo, hi = ivs[0]
             if k == z3.Z3_OP_MOD:
                 return 0, abs(d) - 1
-            qs = [lo // d, hi // d, -(-lo // d), -(-hi // d)]
+            qs = (_quotient(lo, d), _quotient(hi, d))  # monotone in the operand
             return min(qs), max(qs)
         raise NoRewrite(f"the operator {k}")
 
@@ -246,15 +246,12 @@ class Rewrite:
             return v
         kids = [self._done[self._id(a)] for a in n.args]
         raw = [x.as_ast() for x in kids]
-        if k in (z3.Z3_OP_ADD, z3.Z3_OP_MUL, z3.Z3_OP_SUB):
-            mk = {z3.Z3_OP_ADD: z3.Z3_mk_bvadd, z3.Z3_OP_MUL: z3.Z3_mk_bvmul,
-                  z3.Z3_OP_SUB: z3.Z3_mk_bvsub}[k]
+        if k in _ARITH:
+            mk = z3.Z3_mk_bvadd if k == z3.Z3_OP_ADD else z3.Z3_mk_bvmul
             r = kids[0]
             for b in kids[1:]:
                 r = z3.BitVecRef(mk(c, r.as_ast(), b.as_ast()), self.ctx)
             return r
-        if k == z3.Z3_OP_UMINUS:
-            return z3.BitVecRef(z3.Z3_mk_bvneg(c, raw[0]), self.ctx)
         if k in (z3.Z3_OP_MOD, z3.Z3_OP_IDIV):
             d = self._nodes[self._id(n.args[1])].value
             assert d
@@ -279,10 +276,6 @@ class Rewrite:
             return z3.BoolRef(_BOOL_NARY[k](c, len(raw), arr), self.ctx)
         if k == z3.Z3_OP_NOT:
             return z3.BoolRef(z3.Z3_mk_not(c, raw[0]), self.ctx)
-        if k == z3.Z3_OP_IMPLIES:
-            return z3.BoolRef(z3.Z3_mk_implies(c, raw[0], raw[1]), self.ctx)
-        if k == z3.Z3_OP_XOR:
-            return z3.BoolRef(z3.Z3_mk_xor(c, raw[0], raw[1]), self.ctx)
         raise NoRewrite(f"the operator {k}")  # `_bounds` admitted it: never a verdict
 
 
@@ -290,11 +283,14 @@ def _signed_width(lo: int, hi: int) -> int:
     return max(hi.bit_length(), (-lo - 1).bit_length() if lo < 0 else 0) + 1
 
 
+def _quotient(v: int, d: int) -> int:
+    """z3's ``v div d``: v = d*q + r with 0 <= r < |d|."""
+    return (v - v % abs(d)) // d
+
+
 def _combine(k: int, a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
     if k == z3.Z3_OP_ADD:
         return a[0] + b[0], a[1] + b[1]
-    if k == z3.Z3_OP_SUB:
-        return a[0] - b[1], a[1] - b[0]
     ps = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
     return min(ps), max(ps)
 
