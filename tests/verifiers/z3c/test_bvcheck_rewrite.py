@@ -141,6 +141,16 @@ HAND: dict[str, tuple[Callable[[z3.ArithRef, z3.ArithRef, z3.ArithRef], z3.Arith
     "a remainder feeding a product": (lambda x, y, z: (x % 2) * y * z,
                                       lambda x, y, z: _euclid(x, 2)[1] * y * z,
                                       ((1 << 32) - 1, (1 << 32) - 1, (1 << 32) - 1)),
+    # each corner product of an interval product is the extreme one somewhere
+    "a negative factor times a positive one": (lambda x, y, z: (x - (1 << 32)) * y * z,
+                                               lambda x, y, z: (x - (1 << 32)) * y * z,
+                                               (0, (1 << 32) - 1, 1)),
+    # z3.simplify orders factors its own way: here the negative one first
+    "a negative factor times a remainder": (lambda x, y, z: (x - (1 << 32)) * (y % 5) * z,
+                                            lambda x, y, z: (x - (1 << 32)) * (y % 5) * z,
+                                            (0, 4, (1 << 32) - 1)),
+    "two negative factors": (lambda x, y, z: (x - (1 << 32)) * (y - (1 << 32)) * z,
+                             lambda x, y, z: (x - (1 << 32)) * (y - (1 << 32)) * z, (0, 0, 1)),
     "a choice feeding a product": (lambda x, y, z: z3.If(x <= y, x * y, -x) * z,
                                    lambda x, y, z: (x * y if x <= y else -x) * z,
                                    ((1 << 32) - 1, (1 << 32) - 1, (1 << 32) - 1)),
@@ -276,6 +286,8 @@ def test_the_rewrite_refuses_what_is_not_an_input_or_an_integer() -> None:
     f32 = z3.Float32()
     assert bvcheck.translate([z3.FP("f", f32) == z3.FP("g", f32), x == 1], ND, {}, r) is None
     assert bvcheck.translate([z3.ToReal(x) / 2 > 0], ND, {}, r) is None
+    s = z3.DeclareSort("S")
+    assert bvcheck.translate([z3.Const("s1", s) == z3.Const("s2", s), x == 1], ND, {}, r) is None
     a = z3.Array("a", z3.IntSort(), z3.IntSort())
     assert bvcheck.translate([a[x] > 0], ND, {}, r) is None
     k = z3.Int("k")

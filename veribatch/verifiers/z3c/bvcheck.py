@@ -155,7 +155,7 @@ class Rewrite:
             if n.sort == "bool":
                 self._check_bool(n)
                 continue
-            if n.sort != "int" or n.kind == -1:
+            if n.sort != "int":  # a quantifier or bound variable is refused by `_interval`
                 raise NoRewrite("a term that is neither an integer nor a truth value")
             r = self._interval(n, iv)
             iv[i] = r
