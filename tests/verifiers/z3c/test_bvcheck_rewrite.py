@@ -166,17 +166,25 @@ def test_a_narrowed_node_would_wrap_these_terms(name: str) -> None:
     assert _holds([*pins, *_value_kept(t)], dict(enumerate([U32] * 3))) == z3.sat
 
 
-@pytest.mark.parametrize("typ", ["signed char", "short", "int"])
+@pytest.mark.parametrize("typ", ["signed char", "short", "int", "two signed chars"])
 def test_the_quotient_of_the_widest_input_at_its_lowest_value(typ: str) -> None:
     """x div 3 is rewritten as (x - x mod 3) / 3: at x = -2^(n-1), x - x mod 3 is one below
     the type's range, so the width needs its margin bit (without it the quotient of
-    -128 would come out as 42 instead of -43)."""
-    lo, hi = TYPES[typ]
-    q, _ = _euclid(lo, 3)
-    assert q == {"signed char": -43, "short": -10923, "int": -715827883}[typ]
-    x = ND(0)
-    assert _holds([x == lo, x / 3 == q], {0: (lo, hi)}) == z3.sat
-    assert _holds([x == lo, x / 3 == q + 1], {0: (lo, hi)}) == z3.unsat
+    -128 would come out as 42 instead of -43).  The sum of two signed chars needs an odd
+    width (9 bits), where a margin taken as ``width | 1`` would add nothing."""
+    x, y = ND(0), ND(1)
+    if typ == "two signed chars":
+        lo, hi = TYPES["signed char"]
+        operand, low, ranges = x + y, 2 * lo, {0: (lo, hi), 1: (lo, hi)}
+        pins = [x == lo, y == lo]
+    else:
+        lo, hi = TYPES[typ]
+        operand, low, ranges, pins = x, lo, {0: (lo, hi)}, [x == lo]
+    q, _ = _euclid(low, 3)
+    assert q == {"signed char": -43, "short": -10923, "int": -715827883,
+                 "two signed chars": -86}[typ]
+    assert _holds([*pins, operand / 3 == q], ranges) == z3.sat
+    assert _holds([*pins, operand / 3 == q + 1], ranges) == z3.unsat
 
 
 @pytest.mark.parametrize("d", [3, -3])
@@ -191,6 +199,48 @@ def test_a_quotients_bounds_round_as_z3s_div(d: int) -> None:
     assert qv == (-2 if d == 3 else 2)
     t = _Term(q * q * q * q * q * q * q * q * q, qv ** 9)
     assert _holds([x == -5, *_value_kept(t, (3, 5, 7))], {0: (-5, 2)}) == z3.sat
+
+
+def test_small_quotients_keep_their_values() -> None:
+    """x div d for x pinned in -7..7: a quotient of -1, 0, 1 or 2 taken for a neighbour is
+    harmless alone and wrong by many bits as a factor (q^9 * y * z)."""
+    x, y, z = ND(0), ND(1), ND(2)
+    m = (1 << 32) - 1
+    wrong = []
+    for v in range(-7, 8):
+        for d in (2, 3, -3, 4, -4):
+            q = _euclid(v, d)[0]
+            t = _Term(_power(x / d, 9) * y * z, q ** 9 * m * m)
+            got = _holds([x == v, y == m, z == m, *_value_kept(t)], {0: (v, v), 1: U32, 2: U32})
+            if got != z3.sat:
+                wrong.append((v, d, got))
+    assert not wrong, wrong
+
+
+def _power(t: z3.ArithRef, n: int) -> z3.ArithRef:
+    out = t
+    for _ in range(n - 1):
+        out = out * t
+    return out
+
+
+def test_a_remainder_above_its_operand_keeps_the_operand_values() -> None:
+    """x mod 1000 of an unsigned char is x itself; its interval is [0, 999], never the
+    quotient's [0, 0]."""
+    x, y, z = ND(0), ND(1), ND(2)
+    m = (1 << 32) - 1
+    t = _Term((x % 1000) * y * z, 255 * m * m)
+    assert _holds([x == 255, y == m, z == m, *_value_kept(t)],
+                  {0: TYPES["unsigned char"], 1: U32, 2: U32}) == z3.sat
+
+
+def test_a_sum_of_negatives_feeding_a_power() -> None:
+    """Each lower bound adds: x + y of two values in [-2^31, -1] reaches -2^32, and its
+    fifth power -2^160; a bound one bit short loses five bits there."""
+    x, y = ND(0), ND(1)
+    lo = -(1 << 31)
+    t = _Term(_power(x + y, 5), (2 * lo) ** 5)
+    assert _holds([x == lo, y == lo, *_value_kept(t)], {0: (lo, -1), 1: (lo, -1)}) == z3.sat
 
 
 def _bool(rnd: random.Random, depth: int, inputs: list[_Term]) -> tuple[z3.BoolRef, bool]:
