@@ -201,19 +201,53 @@ def test_a_quotients_bounds_round_as_z3s_div(d: int) -> None:
     assert _holds([x == -5, *_value_kept(t, (3, 5, 7))], {0: (-5, 2)}) == z3.sat
 
 
-def test_small_quotients_keep_their_values() -> None:
-    """x div d for x pinned in -7..7: a quotient of -1, 0, 1 or 2 taken for a neighbour is
-    harmless alone and wrong by many bits as a factor (q^9 * y * z)."""
-    x, y, z = ND(0), ND(1), ND(2)
+def _as_factor(small: _Term, pins: list[z3.BoolRef],
+               ranges: dict[int, tuple[int, int]]) -> z3.CheckSatResult | None:
+    """`small` (a value near 0) as the factor small^9 * y * z of two inputs at 2^32 - 1: a
+    bound of `small` one step too close to 0 is harmless alone and many bits short here."""
+    y, z = ND(8), ND(9)
     m = (1 << 32) - 1
+    t = _Term(_power(small.expr, 9) * y * z, small.value ** 9 * m * m)
+    return _holds([*pins, y == m, z == m, *_value_kept(t)], {**ranges, 8: U32, 9: U32})
+
+
+def test_small_quotients_keep_their_values() -> None:
+    x = ND(0)
     wrong = []
     for v in range(-7, 8):
         for d in (2, 3, -3, 4, -4):
-            q = _euclid(v, d)[0]
-            t = _Term(_power(x / d, 9) * y * z, q ** 9 * m * m)
-            got = _holds([x == v, y == m, z == m, *_value_kept(t)], {0: (v, v), 1: U32, 2: U32})
+            small = _Term(x / d, _euclid(v, d)[0])
+            got = _as_factor(small, [x == v], {0: (v, v)})
             if got != z3.sat:
                 wrong.append((v, d, got))
+    assert not wrong, wrong
+
+
+def test_small_remainders_keep_their_values() -> None:
+    """(x mod d) + c for x pinned in 0..7 and c in -2..2: the remainder's interval is all of
+    [0, |d| - 1], 0 included."""
+    x, c = ND(0), ND(1)
+    wrong = []
+    for v in range(8):
+        for d in (2, 3, -3, 4):
+            for cv in range(-2, 3):
+                small = _Term(x % d + c, _euclid(v, d)[1] + cv)
+                got = _as_factor(small, [x == v, c == cv], {0: (v, v), 1: (cv, cv)})
+                if got != z3.sat:
+                    wrong.append((v, d, cv, got))
+    assert not wrong, wrong
+
+
+def test_small_choices_keep_their_values() -> None:
+    """If(x <= y, x, y) for x, y pinned in -3..3: the choice's interval spans both branches."""
+    x, y = ND(0), ND(1)
+    wrong = []
+    for xv in range(-3, 4):
+        for yv in range(-3, 4):
+            small = _Term(z3.If(x <= y, x, y), xv if xv <= yv else yv)
+            got = _as_factor(small, [x == xv, y == yv], {0: (xv, xv), 1: (yv, yv)})
+            if got != z3.sat:
+                wrong.append((xv, yv, got))
     assert not wrong, wrong
 
 
