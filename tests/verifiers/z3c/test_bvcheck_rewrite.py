@@ -187,6 +187,20 @@ def test_the_quotient_of_the_widest_input_at_its_lowest_value(typ: str) -> None:
     assert _holds([*pins, operand / 3 == q + 1], ranges) == z3.unsat
 
 
+def test_every_divisor_of_a_value_in_minus_255_to_0_at_its_lowest() -> None:
+    """x in [-255, 0] needs 9 bits; x - x mod 7 for x in -255..-253 is -259, below 9 bits'
+    -256: the margin bit is needed off a power of two too.  No constant pins x (-255
+    itself would set the width), and the range is given directly (an unsigned char's own
+    0..255 would too): x div d equal to -255's quotient must stay satisfiable."""
+    x = ND(0)
+    wrong = []
+    for d in (2, 3, 4, 5, 7, 9, -7):
+        q, _ = _euclid(-255, d)
+        if _holds([x / d == q], {0: (-255, 0)}) != z3.sat:
+            wrong.append((d, q))
+    assert not wrong, wrong
+
+
 @pytest.mark.parametrize("d", [3, -3])
 def test_a_quotients_bounds_round_as_z3s_div(d: int) -> None:
     """x div d for x in [-5, 2]: d = 3 gives [-2, 0] (floor), d = -3 gives [0, 2] (ceiling).
@@ -364,6 +378,8 @@ def test_the_rewrite_refuses_what_is_not_an_input_or_an_integer() -> None:
     g = z3.Function("g", z3.IntSort(), z3.IntSort())
     r = {0: (-100, 100)}
     assert bvcheck.translate([g(0) > 5, x == 1], ND, {}, r) is None  # another function
+    a_fn = z3.Function("A", z3.IntSort(), z3.IntSort())  # a name sorting before "ND"
+    assert bvcheck.translate([a_fn(0) > 5, x == 1], ND, {}, r) is None
     assert bvcheck.translate([ND(x) > 5], ND, {}, r) is None  # an input at a variable index
     assert bvcheck.translate([z3.Real("r") > 0, x == 1], ND, {}, r) is None
     assert bvcheck.translate([z3.Real("r") > z3.Real("s"), x == 1], ND, {}, r) is None
