@@ -201,6 +201,13 @@ def test_every_divisor_of_a_value_in_minus_255_to_0_at_its_lowest() -> None:
     assert not wrong, wrong
 
 
+def _power(t: z3.ArithRef, n: int) -> z3.ArithRef:
+    out = t
+    for _ in range(n - 1):
+        out = out * t
+    return out
+
+
 @pytest.mark.parametrize("d", [3, -3])
 def test_a_quotients_bounds_round_as_z3s_div(d: int) -> None:
     """x div d for x in [-5, 2]: d = 3 gives [-2, 0] (floor), d = -3 gives [0, 2] (ceiling).
@@ -211,7 +218,7 @@ def test_a_quotients_bounds_round_as_z3s_div(d: int) -> None:
     q = x / d
     qv, _ = _euclid(-5, d)
     assert qv == (-2 if d == 3 else 2)
-    t = _Term(q * q * q * q * q * q * q * q * q, qv ** 9)
+    t = _Term(_power(q, 9), qv ** 9)
     assert _holds([x == -5, *_value_kept(t, (3, 5, 7))], {0: (-5, 2)}) == z3.sat
 
 
@@ -263,13 +270,6 @@ def test_small_choices_keep_their_values() -> None:
             if got != z3.sat:
                 wrong.append((xv, yv, got))
     assert not wrong, wrong
-
-
-def _power(t: z3.ArithRef, n: int) -> z3.ArithRef:
-    out = t
-    for _ in range(n - 1):
-        out = out * t
-    return out
 
 
 def test_a_remainder_above_its_operand_keeps_the_operand_values() -> None:
